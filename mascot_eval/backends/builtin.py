@@ -1,0 +1,1 @@
+"""Imports the built-in backends so that they register themselves in BACKENDS."""

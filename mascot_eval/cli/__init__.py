@@ -1,0 +1,1 @@
+"""The ``mascot-eval`` command line. One module per command (group), loaded lazily."""

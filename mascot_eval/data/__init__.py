@@ -1,0 +1,1 @@
+"""Evaluation contexts and the loaders that build them from public datasets' raw release files."""

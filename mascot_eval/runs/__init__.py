@@ -1,0 +1,1 @@
+"""Run directories, statistics, summaries, leaderboards, reports and regression checks."""

@@ -1,0 +1,125 @@
+"""Task files (``tasks/*.yaml``): what to evaluate on, with which personas, users, judges and metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from . import paths
+from .errors import UserError, did_you_mean
+from .fileio import sha256_file
+from .yamlfile import load_model
+
+MBTI_TYPES: tuple[str, ...] = (
+    "INTJ", "INTP", "ENTJ", "ENTP", "INFJ", "INFP", "ENFJ", "ENFP",
+    "ISTJ", "ISFJ", "ESTJ", "ESFJ", "ISTP", "ISFP", "ESTP", "ESFP",
+)
+
+SUITES: dict[str, str | None] = {"in-domain": "in_domain", "ood": "ood", "all": None}
+
+
+class SourceSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    loader: str  # empathetic_dialogues | qmsum | esconv | jsonl | demo (registry name)
+    path: str | None = None  # optional file/folder, relative to the data dir (or absolute)
+    filters: dict[str, Any] = Field(default_factory=dict)  # e.g. {valence: positive}, {domain: Academic}
+
+
+class SampleSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    size: int | None = Field(default=None, ge=1)  # None = every context
+    seed: int = 13
+
+
+class UserSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    profiles: list[str] = Field(default_factory=lambda: ["none"])  # MBTI types, "mbti16", or "none"
+    assignment: Literal["cycle", "all"] = "cycle"  # cycle: one profile per context; all: every profile per context
+    template: str = "user_simulator.j2"  # in baselines/templates/
+
+    @field_validator("profiles")
+    @classmethod
+    def _expand(cls, v: list[str]) -> list[str]:
+        out: list[str] = []
+        for p in v:
+            if p == "mbti16":
+                out.extend(MBTI_TYPES)
+            elif p == "none" or p.upper() in MBTI_TYPES:
+                out.append(p if p == "none" else p.upper())
+            else:
+                raise ValueError(f"unknown profile {p!r}; use one of the 16 MBTI types, 'mbti16' or 'none'")
+        return out
+
+
+class JudgingSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    levels: list[Literal["agent", "group"]] = Field(default_factory=lambda: ["agent", "group"])
+    judges: list[str] = Field(default_factory=lambda: ["local"])  # default aliases when --judges is not given
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    version: str = "1"
+    description: str = ""
+    split: Literal["in_domain", "ood"]
+    domain: Literal["emotional", "workplace"]
+    source: SourceSpec
+    sample: SampleSpec = Field(default_factory=SampleSpec)
+    personas: str  # persona group name (tasks/personas/groups.yaml)
+    user: UserSpec = Field(default_factory=UserSpec)
+    rounds: int = Field(default=3, ge=1, le=50)
+    judging: JudgingSpec = Field(default_factory=JudgingSpec)
+    metrics: list[str] = Field(default_factory=lambda: ["all"])
+
+    # set by load_task, not by users
+    file: str | None = Field(default=None, exclude=True)
+    content_hash: str | None = Field(default=None, exclude=True)
+
+
+def task_files(root: str | Path | None = None) -> dict[str, Path]:
+    root = Path(root) if root else paths.tasks_dir()
+    return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+
+
+def load_task_file(path: str | Path) -> TaskSpec:
+    path = Path(path)
+    spec = load_model(path, TaskSpec)
+    if spec.name != path.stem:
+        raise UserError(f"{path}: field 'name' is {spec.name!r} but the file is named {path.stem!r}; make them equal")
+    spec.file = str(path)
+    spec.content_hash = sha256_file(path)[:16]
+    return spec
+
+
+def load_task(name_or_path: str) -> TaskSpec:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return load_task_file(p)
+    files = task_files()
+    if name_or_path not in files:
+        raise UserError(f"unknown task '{name_or_path}'{did_you_mean(name_or_path, files)}; see `mascot-eval tasks list`")
+    return load_task_file(files[name_or_path])
+
+
+def resolve_tasks(names: list[str]) -> list[TaskSpec]:
+    """Task names, paths or suites (in-domain, ood, all) -> task specs, in order, without repeats."""
+    out: dict[str, TaskSpec] = {}
+    for n in names:
+        if n in SUITES:
+            split = SUITES[n]
+            for stem, path in task_files().items():
+                spec = load_task_file(path)
+                if stem != "demo" and (split is None or spec.split == split):
+                    out.setdefault(spec.name, spec)
+        else:
+            spec = load_task(n)
+            out.setdefault(spec.name, spec)
+    return list(out.values())
