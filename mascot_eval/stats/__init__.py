@@ -1,0 +1,1 @@
+"""Statistics: bootstrap intervals, paired tests, multiple-comparison corrections."""
