@@ -37,3 +37,13 @@ def tmp_cache(tmp_path, monkeypatch) -> Path:
     d = tmp_path / "cache"
     monkeypatch.setenv("MASCOT_RESPONSE_CACHE_DIR", str(d))
     return d
+
+
+@pytest.fixture
+def fake_model():
+    """Returns `script(name, responder) -> "fake/<name>"`; responders are cleared afterwards."""
+    from tests import fakes
+
+    yield fakes.script
+    fakes.RESPONDERS.clear()
+    fakes.CALLS.clear()

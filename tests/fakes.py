@@ -1,0 +1,54 @@
+"""A scripted model backend for tests: `fake/<name>` answers with a Python function of the request.
+
+Register a responder with :func:`script` (or the ``fake_model`` fixture in conftest). The backend
+goes through the real ModelClient (cache, limits, usage), so tests exercise the production path
+without a model. Default responder: a deterministic reply derived from the last message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from mascot_eval.backends.base import BACKENDS, Backend, ChatRequest, ChatResponse, Usage
+
+Responder = Callable[[ChatRequest], str]
+RESPONDERS: dict[str, Responder] = {}
+CALLS: dict[str, list[ChatRequest]] = {}
+
+
+def default_responder(request: ChatRequest) -> str:
+    last = request.messages[-1]["content"] if request.messages else ""
+    h = hashlib.sha256(f"{last}|{request.params.sample_index}|{request.params.seed}".encode()).hexdigest()[:8]
+    return f"reply {h} to: {last[-40:]}"
+
+
+class FakeBackend(Backend):
+    kind = "fake"
+
+    def __init__(self, spec: str) -> None:
+        name = spec.split("/", 1)[1] if "/" in spec else "default"
+        super().__init__(spec, model=name)
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        CALLS.setdefault(self.model, []).append(request)
+        text = RESPONDERS.get(self.model, default_responder)(request)
+        prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
+        return ChatResponse(
+            text=text,
+            finish_reason="stop",
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(text.split())),
+            latency_s=0.0,
+            model=self.spec,
+        )
+
+
+if "fake" not in BACKENDS:
+    BACKENDS.add("fake", FakeBackend)
+
+
+def script(name: str, responder: Responder) -> str:
+    """Make `fake/<name>` answer with `responder`; returns the spec."""
+    RESPONDERS[name] = responder
+    CALLS.pop(name, None)
+    return f"fake/{name}"
