@@ -1,0 +1,75 @@
+"""Turn transcripts and persona cards into the text that goes into judge prompts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..personas import PersonaCard
+from ..transcript import Transcript
+
+
+def dialogue_text(t: Transcript, *, max_chars_per_turn: int = 1500) -> str:
+    lines = []
+    for turn in t.turns:
+        text = " ".join(turn.text.split())
+        if len(text) > max_chars_per_turn:
+            text = text[:max_chars_per_turn] + " [...]"
+        lines.append(f"[round {turn.round}] {turn.speaker}: {text}")
+    return "\n".join(lines)
+
+
+def history_text(history: list[dict[str, str]]) -> str:
+    lines = []
+    for m in history:
+        who = m.get("name") or m.get("speaker") or m.get("role", "?")
+        lines.append(f"{who}: {' '.join(str(m.get('content', '')).split())}")
+    return "\n".join(lines) if lines else "(the conversation has not started)"
+
+
+def situation_text(context: dict[str, Any]) -> str:
+    parts = []
+    for key, label in (
+        ("situation", "Situation"),
+        ("emotion", "Emotion"),
+        ("problem", "Problem"),
+        ("query", "Meeting query"),
+        ("meeting_domain", "Meeting domain"),
+    ):
+        v = context.get(key)
+        if v:
+            parts.append(f"{label}: {' '.join(str(v).split())}")
+    return "\n".join(parts) if parts else "(no situation recorded)"
+
+
+def card_text(card: PersonaCard) -> str:
+    return (
+        f"Name: {card.name}\nRole: {card.role}\nTraits: {', '.join(card.traits)}\n"
+        f"Speaking style: {card.speaking_style}\nNever: {'; '.join(card.never)}"
+    )
+
+
+def cards_by_name(t: Transcript, cards: list[PersonaCard] | dict[str, PersonaCard] | None) -> dict[str, PersonaCard]:
+    """Persona cards of the transcript's agents keyed by display name.
+
+    Explicit ``cards`` win; otherwise the transcript's persona group is loaded (a missing group is a
+    UserError). Agents without a card (e.g. a single-assistant baseline) are simply absent.
+    """
+    if cards is None:
+        from ..personas import get_group
+
+        _, group_cards = get_group(t.persona_group)
+        cards = group_cards
+    items = cards.values() if isinstance(cards, dict) else cards
+    by_name = {c.name: c for c in items}
+    by_id = {c.id: c for c in items}
+    out = {}
+    for a in t.agents:
+        card = by_name.get(a) or by_id.get(a.lower())
+        if card is not None:
+            out[a] = card
+    return out
+
+
+def reply_words(t: Transcript, agent: str | None) -> int:
+    turns = t.agent_turns if agent is None else t.turns_of(agent)
+    return sum(len(x.text.split()) for x in turns)

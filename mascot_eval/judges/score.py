@@ -1,0 +1,274 @@
+"""Score transcripts and single replies with a judge: prompt, call, parse, re-ask once, record.
+
+Public API:
+
+    rows = await judge_transcript("gpt", transcript)                  # judgment rows (mascot-judgment/1)
+    scores = await score_response("local", persona=card, history=h, response="...")  # {criterion: 1-5 | None}
+
+A reply that cannot be parsed is re-asked ``spec.reask`` times (default once) and then recorded as
+``status: "unscored"`` with ``reason: "parse_failed: ..."``. A call that fails after the client's
+retries is ``reason: "call_failed: ..."`` (retried on the next resume). Neither ever becomes a score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.base import BackendError, ChatResponse
+from ..backends.client import ClientSettings, get_client
+from ..criteria import criteria_for, to_100
+from ..fileio import stable_hash
+from ..personas import PersonaCard
+from ..transcript import Transcript
+from . import prompts
+from .parse import Parsed, parse_scores, weighted_scores
+from .rubrics import Rubric, load_rubric
+from .specs import JudgeSpec, resolve_judge
+from .templates import make_nonce, render, templates_hash
+
+SCHEMA = "mascot-judgment/1"
+
+
+def scores_schema(criteria: tuple[str, ...]) -> dict[str, Any]:
+    props: dict[str, Any] = {"rationale": {"type": "string"}}
+    for c in criteria:
+        props[c] = {"type": "integer", "enum": [1, 2, 3, 4, 5]}
+    return {
+        "name": "judge_scores",
+        "type": "object",
+        "properties": props,
+        "required": ["rationale", *criteria],
+        "additionalProperties": False,
+    }
+
+
+@dataclass
+class Asked:
+    """The outcome of one judging call (with its re-asks)."""
+
+    parsed: Parsed
+    usage: dict[str, Any]
+    weighted: dict[str, float | None] = field(default_factory=dict)
+    reason: str | None = None  # set when not parsed
+    call_id: str = ""
+
+
+def _usage(responses: list[ChatResponse]) -> dict[str, Any]:
+    return {
+        "calls": len(responses),
+        "reasks": max(0, len(responses) - 1),
+        "cached": sum(1 for r in responses if r.cached),
+        "prompt_tokens": sum(r.usage.prompt_tokens for r in responses),
+        "completion_tokens": sum(r.usage.completion_tokens for r in responses),
+        "cost_usd": float(sum(r.cost_usd or 0.0 for r in responses)),
+        "latency_s": float(sum(r.latency_s or 0.0 for r in responses)),
+        "retries": sum(r.retries or 0 for r in responses),
+    }
+
+
+class Judge:
+    """One judge spec bound to its model client, rubrics and templates."""
+
+    def __init__(self, spec: JudgeSpec | str, settings: ClientSettings | None = None) -> None:
+        self.spec = resolve_judge(spec) if isinstance(spec, str) else spec
+        self.settings = settings
+        self.root = self.spec.judges_root
+        self.rubrics: dict[str, Rubric] = {lvl: load_rubric(self.root, f, lvl) for lvl, f in self.spec.rubrics.items()}
+        t = self.spec.templates
+        self.template_hash = templates_hash(self.root, [t.system, t.agent, t.group, t.response, t.threeway, t.reask])
+        self.spec_hash = self.spec.spec_hash
+        self.tag = f"judge:{self.spec.name}"
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = get_client(self.spec.model, self.settings)
+        return self._client
+
+    def rubric(self, level: str) -> Rubric:
+        if level not in self.rubrics:
+            raise KeyError(level)
+        return self.rubrics[level]
+
+    def system_prompt(self) -> str:
+        return render(self.root, self.spec.templates.system, nonce="-")
+
+    def render(self, template: str, nonce_parts: list[str], **ctx: Any) -> str:
+        return render(self.root, template, nonce=make_nonce(self.spec.name, *nonce_parts), **ctx)
+
+    async def ask(self, user_prompt: str, criteria: tuple[str, ...]) -> Asked:
+        """Ask for scores on ``criteria``; re-ask on a parse failure; never raise for a bad reply."""
+        messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": user_prompt}]
+        params = self.spec.params(scores_schema(criteria))
+        shown = user_prompt
+        responses: list[ChatResponse] = []
+        call_id = stable_hash({"j": self.spec.name, "h": self.spec_hash, "p": user_prompt})
+        parsed = Parsed(False, reason="not asked")
+        for attempt in range(self.spec.reask + 1):
+            try:
+                resp = await self.client.chat(messages, params, tag=self.tag)
+            except BackendError as exc:
+                return Asked(Parsed(False, reason=str(exc)), _usage(responses), reason=f"call_failed: {exc}"[:500], call_id=call_id)
+            responses.append(resp)
+            parsed = parse_scores(resp.text, criteria, shown=shown)
+            if parsed.ok:
+                weighted = weighted_scores(resp.text, resp.top_logprobs, parsed.key_positions)
+                return Asked(parsed, _usage(responses), weighted, call_id=call_id)
+            if attempt < self.spec.reask:
+                reask = render(self.root, self.spec.templates.reask, nonce="-", reason=parsed.reason)
+                messages = [*messages, {"role": "assistant", "content": resp.text}, {"role": "user", "content": reask}]
+        reason = f"parse_failed: {parsed.reason} (after {len(responses)} attempt{'s' if len(responses) != 1 else ''})"
+        return Asked(parsed, _usage(responses), reason=reason, call_id=call_id)
+
+    # prompts
+    def agent_prompt(self, t: Transcript, agent: str, card: PersonaCard | None) -> str:
+        return self.render(
+            self.spec.templates.agent,
+            [t.dialogue_id, "agent", agent, prompts.dialogue_text(t)],
+            agent=agent,
+            agents=t.agents,
+            card=prompts.card_text(card) if card else None,
+            situation=prompts.situation_text(t.context),
+            dialogue=prompts.dialogue_text(t),
+            n_rounds=len(t.rounds()),
+            rubric=self.rubric("agent").for_template(),
+        )
+
+    def group_prompt(self, t: Transcript, cards: dict[str, PersonaCard]) -> str:
+        return self.render(
+            self.spec.templates.group,
+            [t.dialogue_id, "group", prompts.dialogue_text(t)],
+            agents=t.agents,
+            cards="\n\n".join(prompts.card_text(c) for c in cards.values()) if cards else None,
+            situation=prompts.situation_text(t.context),
+            dialogue=prompts.dialogue_text(t),
+            n_rounds=len(t.rounds()),
+            rubric=self.rubric("group").for_template(),
+        )
+
+
+def _rows(judge: Judge, t: Transcript, level: str, agent: str | None, asked: Asked | None, reason: str | None) -> list[dict[str, Any]]:
+    rows = []
+    for c in criteria_for(level):
+        ok = asked is not None and asked.parsed.ok
+        score = asked.parsed.scores[c] if ok else None
+        w = asked.weighted.get(c) if ok else None
+        rows.append(
+            {
+                "schema": SCHEMA,
+                "dialogue_id": t.dialogue_id,
+                "pair_key": t.pair_key,
+                "system": t.system,
+                "task": t.task,
+                "split": t.split,
+                "domain": t.domain,
+                "context_id": t.context_id,
+                "judge": judge.spec.name,
+                "judge_model": judge.spec.model,
+                "level": level,
+                "agent": agent,
+                "criterion": c,
+                "score": score,
+                "score_100": to_100(score) if score is not None else None,
+                "weighted_score": w,
+                "status": "scored" if ok else "unscored",
+                "reason": None if ok else (asked.reason if asked is not None else reason),
+                "rationale": asked.parsed.rationale if ok else None,
+                "usage": asked.usage if asked is not None else {},
+                "call_id": asked.call_id if asked is not None else None,
+                "spec_hash": judge.spec_hash,
+                "template_hash": judge.template_hash,
+            }
+        )
+    return rows
+
+
+async def judge_units(
+    judge: Judge,
+    t: Transcript,
+    units: list[tuple[str, str | None]],
+    cards: list[PersonaCard] | dict[str, PersonaCard] | None = None,
+) -> list[list[dict[str, Any]]]:
+    """Judge the (level, agent) units of one transcript concurrently; one row list per unit."""
+    by_name = prompts.cards_by_name(t, cards)
+
+    async def one(level: str, agent: str | None) -> list[dict[str, Any]]:
+        if level == "agent":
+            assert agent is not None
+            if not t.turns_of(agent):
+                return _rows(judge, t, level, agent, None, "no_turns: the agent never spoke")
+            prompt = judge.agent_prompt(t, agent, by_name.get(agent))
+        else:
+            prompt = judge.group_prompt(t, by_name)
+        asked = await judge.ask(prompt, criteria_for(level))
+        return _rows(judge, t, level, agent, asked, None)
+
+    return list(await asyncio.gather(*(one(lv, ag) for lv, ag in units)))
+
+
+def units_for(t: Transcript, levels: tuple[str, ...] | list[str]) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = []
+    for level in levels:
+        criteria_for(level)  # validates the level name
+        if level == "agent":
+            out.extend(("agent", a) for a in t.agents)
+        else:
+            out.append(("group", None))
+    return out
+
+
+_JUDGES: dict[tuple[str, ClientSettings | None], Judge] = {}
+
+
+def get_judge(name: str | JudgeSpec, settings: ClientSettings | None = None) -> Judge:
+    if isinstance(name, JudgeSpec):
+        return Judge(name, settings)
+    key = (name, settings)
+    if key not in _JUDGES:
+        _JUDGES[key] = Judge(name, settings)
+    return _JUDGES[key]
+
+
+async def judge_transcript(
+    judge: str | JudgeSpec,
+    transcript: Transcript,
+    *,
+    levels: tuple[str, ...] | list[str] = ("agent", "group"),
+    settings: ClientSettings | None = None,
+    cards: list[PersonaCard] | dict[str, PersonaCard] | None = None,
+) -> list[dict[str, Any]]:
+    """Judgment rows (one per criterion, per agent for the agent level) for one transcript."""
+    j = get_judge(judge, settings)
+    groups = await judge_units(j, transcript, units_for(transcript, levels), cards)
+    return [r for rows in groups for r in rows]
+
+
+async def score_response(
+    judge: str | JudgeSpec,
+    *,
+    persona: PersonaCard,
+    history: list[dict[str, str]],
+    response: str,
+    settings: ClientSettings | None = None,
+) -> dict[str, float | None]:
+    """1-5 per agent-level criterion for one candidate reply (None = unscored); for Stage 1 of training.
+
+    ``history`` is the conversation so far as ``[{"role" or "name": speaker, "content": text}, ...]``.
+    """
+    j = get_judge(judge, settings)
+    prompt = j.render(
+        j.spec.templates.response,
+        [persona.id, prompts.history_text(history), response],
+        agent=persona.name,
+        card=prompts.card_text(persona),
+        history=prompts.history_text(history),
+        response=response,
+        rubric=j.rubric("agent").for_template(),
+    )
+    asked = await j.ask(prompt, criteria_for("agent"))
+    if not asked.parsed.ok:
+        return {c: None for c in criteria_for("agent")}
+    return {c: asked.parsed.scores[c] for c in criteria_for("agent")}

@@ -1,0 +1,143 @@
+"""Judge specs (``judges/<name>.yaml``): which model judges, how it decodes, which rubric and templates.
+
+A user adds or edits a judge by writing a YAML file; no code changes. Built-in aliases are plain
+files: ``gpt`` (openai/gpt-4o), ``claude`` (anthropic/claude-sonnet-4-5), ``local`` (embedded).
+Plug-ins may register further specs under the entry-point group ``mascot_eval.judges`` (a
+:class:`JudgeSpec` or a mapping of its fields). A bare model spec with a slash
+(``openai-compatible/m@http://host/v1``, ``fake/x``) is also accepted as an ad-hoc judge with the
+default rubric and templates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import paths
+from ..backends.base import GenerationParams
+from ..errors import UserError, did_you_mean
+from ..fileio import sha256_file, stable_hash
+from ..registry import Registry
+from ..yamlfile import load_model
+
+JUDGES: Registry[Any] = Registry("judge")
+
+NOT_JUDGE_FILES = {"prices.yaml"}  # the backends' price table lives in judges/ too
+
+
+class Decoding(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = 0  # where the provider allows one
+    max_tokens: int = Field(default=400, ge=16, le=8192)
+    top_logprobs: int = Field(default=0, ge=0, le=20)  # >0: ask for log-probabilities (weighted score)
+
+
+class Templates(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    system: str = "system.j2"
+    agent: str = "agent.j2"
+    group: str = "group.j2"
+    response: str = "response.j2"
+    threeway: str = "threeway.j2"
+    reask: str = "reask.j2"
+
+
+class JudgeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@#=+-]*$")
+    model: str = Field(min_length=1, description="model spec, e.g. openai/gpt-4o, anthropic/..., embedded")
+    description: str = ""
+    decoding: Decoding = Field(default_factory=Decoding)
+    structured_output: bool = True  # pass a JSON schema to providers that support structured output
+    reask: int = Field(default=1, ge=0, le=3)  # re-asks after an unparseable reply
+    rubrics: dict[str, str] = Field(default_factory=lambda: {"agent": "agent.yaml", "group": "group.yaml"})
+    templates: Templates = Field(default_factory=Templates)
+
+    # set by the loader
+    file: str | None = Field(default=None, exclude=True)
+    root: str | None = Field(default=None, exclude=True)
+
+    @property
+    def judges_root(self) -> Path:
+        return Path(self.root) if self.root else paths.judges_dir()
+
+    def params(self, json_schema: dict[str, Any] | None = None) -> GenerationParams:
+        d = self.decoding
+        return GenerationParams(
+            max_tokens=d.max_tokens,
+            temperature=d.temperature,
+            seed=d.seed,
+            logprobs=d.top_logprobs > 0,
+            top_logprobs=d.top_logprobs,
+            json_schema=json_schema if self.structured_output else None,
+        )
+
+    @property
+    def spec_hash(self) -> str:
+        """Hash of the spec and the rubric files it uses (changes when scoring would change)."""
+        rub = {}
+        for level, fname in sorted(self.rubrics.items()):
+            p = self.judges_root / "rubrics" / fname
+            rub[level] = sha256_file(p) if p.is_file() else None
+        return stable_hash({"spec": self.model_dump(), "rubrics": rub})
+
+
+def _spec_files(root: Path) -> list[Path]:
+    return [p for p in sorted(root.glob("*.yaml")) if p.name not in NOT_JUDGE_FILES]
+
+
+def load_judge_specs(root: str | Path | None = None) -> dict[str, JudgeSpec]:
+    """All judge specs in ``judges/*.yaml`` (plus plug-ins), by name."""
+    root = Path(root) if root else paths.judges_dir()
+    out: dict[str, JudgeSpec] = {}
+    for path in _spec_files(root):
+        spec = load_model(path, JudgeSpec)
+        if spec.name != path.stem:
+            raise UserError(f"{path}: field 'name' is {spec.name!r} but the file is named {path.stem!r}; make them equal")
+        spec.file = str(path)
+        spec.root = str(root)
+        out[spec.name] = spec
+    for name, obj in JUDGES.items():
+        if name in out:
+            continue
+        if isinstance(obj, JudgeSpec):
+            out[name] = obj
+        elif isinstance(obj, dict):
+            out[name] = JudgeSpec.model_validate({"name": name, **obj})
+        else:
+            raise UserError(f"judge plug-in '{name}' is a {type(obj).__name__}; register a JudgeSpec or a dict of its fields")
+    return out
+
+
+def resolve_judge(alias: str, root: str | Path | None = None) -> JudgeSpec:
+    """A judge name from ``judges/`` (gpt, claude, local, ...) or a bare model spec -> JudgeSpec."""
+    alias = alias.strip()
+    specs = load_judge_specs(root)
+    if alias in specs:
+        return specs[alias]
+    if "/" in alias:
+        spec = JudgeSpec(name=alias, model=alias, description="ad-hoc judge from a model spec")
+        spec.root = str(Path(root) if root else paths.judges_dir())
+        return spec
+    raise UserError(
+        f"unknown judge '{alias}'{did_you_mean(alias, specs)}; known: {', '.join(sorted(specs)) or '(none)'} "
+        f"(or pass a model spec such as openai/gpt-4o; add judges as YAML files in {root or paths.judges_dir()})"
+    )
+
+
+def parse_judges(value: str | list[str] | tuple[str, ...]) -> list[JudgeSpec]:
+    """``"gpt,claude,local"`` -> specs, in order, without repeats; errors name the bad alias."""
+    names = [v.strip() for v in (value.split(",") if isinstance(value, str) else value) if v.strip()]
+    if not names:
+        raise UserError("--judges: give at least one judge, e.g. --judges local or --judges gpt,claude")
+    out: dict[str, JudgeSpec] = {}
+    for n in names:
+        spec = resolve_judge(n)
+        out.setdefault(spec.name, spec)
+    return list(out.values())

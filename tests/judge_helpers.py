@@ -1,0 +1,52 @@
+"""Transcripts and persona cards built directly for judge tests (no systems needed)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from mascot_eval.personas import PersonaCard
+from mascot_eval.transcript import Transcript, Turn, make_dialogue_id
+
+AGENTS = ["Anchor", "Catalyst", "Beacon"]
+
+
+def card(name: str) -> PersonaCard:
+    return PersonaCard(
+        id=name.lower(),
+        name=name,
+        role=f"{name} role",
+        traits=["warm"],
+        speaking_style="short and kind",
+        never=["give medical advice"],
+        examples=["I hear you.", "That matters."],
+    )
+
+
+CARDS = [card(a) for a in AGENTS]
+
+
+def transcript(system: str = "mascot", context_id: str = "c1", *, user_text: str = "I failed my exam.",
+               agent_text: str | None = None, agents: list[str] | None = None, task: str = "demo") -> Transcript:
+    agents = agents or AGENTS
+    turns = [Turn(1, "user", user_text)]
+    for a in agents:
+        turns.append(Turn(1, a, agent_text or f"{a} from {system} says something kind about the exam."))
+    return Transcript(
+        dialogue_id=make_dialogue_id(task, context_id, None, system),
+        task=task, task_version="1", split="in_domain", domain="emotional", context_id=context_id,
+        system=system, system_config_hash="h", persona_group="emotional", agents=agents, turns=turns,
+        context={"situation": f"situation {context_id}", "emotion": "sad"},
+    )
+
+
+def scores_json(criteria, value=4, **over) -> str:
+    d = {"rationale": "fine"}
+    d.update({c: over.get(c, value) for c in criteria})
+    return json.dumps(d)
+
+
+def criteria_in(prompt: str) -> list[str]:
+    """The criterion keys a rendered prompt asks for (from its output line)."""
+    line = [ln for ln in prompt.splitlines() if ln.startswith('{"rationale"')][-1]
+    return [k for k in re.findall(r'"(\w+)": <1-5>', line)]
