@@ -24,8 +24,9 @@ class SourceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     loader: str  # empathetic_dialogues | qmsum | esconv | jsonl | demo (registry name)
-    path: str | None = None  # optional file/folder, relative to the data dir (or absolute)
+    path: str | None = None  # file/folder: dataset loaders resolve it in the data dir, jsonl/demo beside the task file
     filters: dict[str, Any] = Field(default_factory=dict)  # e.g. {valence: positive}, {domain: Academic}
+    options: dict[str, Any] = Field(default_factory=dict)  # loader-specific, e.g. {valence_table: data/ed_valence.csv}
 
 
 class SampleSpec(BaseModel):
