@@ -33,6 +33,22 @@ UNIT_COLUMNS = [
 ALL_JUDGES = "all"
 
 
+def _judge_measures() -> list[str]:
+    from ..criteria import AGENT_CRITERIA, GROUP_CRITERIA
+
+    return ([f"agent.{c}" for c in AGENT_CRITERIA] + ["agent.overall"]
+            + [f"group.{c}" for c in GROUP_CRITERIA] + ["group.overall"])
+
+
+JUDGE_MEASURES = _judge_measures()
+
+
+def measure_order(measures: Iterable[str]) -> list[str]:
+    """Judge measures in the paper's column order, then metrics alphabetically."""
+    ms = set(measures)
+    return [m for m in JUDGE_MEASURES if m in ms] + sorted(m for m in ms if m not in JUDGE_MEASURES)
+
+
 @dataclass
 class RunData:
     """Everything the statistics and reports need from one or more run directories."""
