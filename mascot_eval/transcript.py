@@ -53,6 +53,7 @@ class Transcript:
     stats: dict[str, Any] = field(default_factory=dict)  # e.g. director: {directives, invalid, reasked, fallbacks}
     ended_by: str = "rounds"  # "rounds" or "user"
     schema: str = SCHEMA
+    personas: dict[str, dict[str, Any]] = field(default_factory=dict)  # agent name -> the PersonaCard it played
 
     @property
     def pair_key(self) -> str:
@@ -141,6 +142,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "timing": {"type": "object"},
         "stats": {"type": "object"},
         "ended_by": {"enum": ["rounds", "user"]},
+        "personas": {"type": "object", "additionalProperties": {"type": "object"}},
         "turns": {
             "type": "array",
             "minItems": 1,

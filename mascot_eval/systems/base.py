@@ -1,0 +1,210 @@
+"""The System interface, the dialogue state it reads, and the model-call helper with usage accounting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..backends.base import ChatResponse, GenerationParams
+from ..backends.client import ClientSettings, get_client
+from ..data.context import Context
+from ..errors import UserError
+from ..fileio import stable_hash
+from ..personas import PersonaCard
+from ..taskspec import TaskSpec
+from ..transcript import Turn
+from ..yamlfile import validation_message
+from .config import Decoding, SystemConfig
+from .templates import Templates
+
+
+def new_usage() -> dict[str, Any]:
+    return {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+
+
+def add_usage(total: dict[str, Any], resp: ChatResponse | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(resp, ChatResponse):
+        total["calls"] += 1
+        total["cached"] += int(bool(resp.cached))
+        total["prompt_tokens"] += resp.usage.prompt_tokens
+        total["completion_tokens"] += resp.usage.completion_tokens
+        total["cost_usd"] = round(total["cost_usd"] + (resp.cost_usd or 0.0), 8)
+    else:
+        for k in ("calls", "cached", "prompt_tokens", "completion_tokens"):
+            total[k] += resp.get(k, 0)
+        total["cost_usd"] = round(total["cost_usd"] + resp.get("cost_usd", 0.0), 8)
+    return total
+
+
+@dataclass
+class Tally:
+    """Run-wide counters for the progress bar (calls, tokens, cost)."""
+
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, resp: ChatResponse) -> None:
+        self.calls += 1
+        self.tokens += resp.usage.total_tokens
+        self.cost_usd += resp.cost_usd or 0.0
+
+
+@dataclass
+class DialogueState:
+    """What a system sees when it produces a round's agent turns."""
+
+    task: TaskSpec
+    context: Context
+    profile: str | None
+    dialogue_id: str
+    seed: int
+    rounds: int
+    turns: list[Turn] = field(default_factory=list)
+    round: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> usage
+    settings: ClientSettings | None = None
+    tally: Tally | None = None
+
+    def history(self, n: int) -> list[dict[str, Any]]:
+        return [{"speaker": t.speaker, "text": t.text, "round": t.round} for t in self.turns[-n:]]
+
+    def round_turns(self) -> list[Turn]:
+        return [t for t in self.turns if t.round == self.round]
+
+    def last_user_text(self) -> str:
+        for t in reversed(self.turns):
+            if t.is_user:
+                return t.text
+        return ""
+
+    def count(self, group: str, key: str, n: int = 1) -> None:
+        g = self.stats.setdefault(group, {})
+        g[key] = g.get(key, 0) + n
+
+    def call_seed(self, role: str, index: int = 0) -> int:
+        return int(stable_hash([self.seed, self.dialogue_id, self.round, len(self.turns), role, index], 8), 16)
+
+    async def call(
+        self,
+        spec: str,
+        messages: list[dict[str, str]],
+        decoding: Decoding,
+        *,
+        role: str,
+        tag: str,
+        index: int = 0,
+        json_schema: dict[str, Any] | None = None,
+        turn_usage: dict[str, Any] | None = None,
+    ) -> ChatResponse:
+        params = GenerationParams(
+            max_tokens=decoding.max_tokens,
+            temperature=decoding.temperature,
+            top_p=decoding.top_p,
+            seed=self.call_seed(role, index),
+            sample_index=index,
+            json_schema=json_schema,
+        )
+        resp = await get_client(spec, self.settings).chat(messages, params, tag=tag)
+        add_usage(self.usage.setdefault(role.split(":")[0], new_usage()), resp)
+        if turn_usage is not None:
+            add_usage(turn_usage, resp)
+        if self.tally is not None:
+            self.tally.add(resp)
+        return resp
+
+
+def card_vars(card: PersonaCard) -> dict[str, Any]:
+    return {**card.model_dump(), "prompt": card.prompt_block()}
+
+
+def context_vars(ctx: Context) -> dict[str, Any]:
+    d = ctx.to_dict()
+    d["opening"] = ctx.opening
+    return d
+
+
+class System:
+    """A system turns a dialogue state into the agent turns of the current round.
+
+    Subclasses set ``kind``, an ``Options`` pydantic model for ``config.options``, the template
+    roles they render (``template_roles`` with defaults) and implement :meth:`respond`.
+    """
+
+    kind: ClassVar[str] = "base"
+    template_roles: ClassVar[dict[str, str]] = {}
+    default_decoding: ClassVar[dict[str, Any]] = {}
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    def __init__(self, config: SystemConfig, cards: list[PersonaCard], group: str, models: dict[str, str]) -> None:
+        self.config = config
+        self.cards = cards
+        self.group = group
+        self.models = models  # role -> concrete model spec ("agent:<id>", "director", ...)
+        where = config.file or f"system '{config.name}'"
+        try:
+            self.options = self.Options.model_validate(config.options)
+        except ValidationError as exc:
+            raise UserError(validation_message(f"{where} (options)", exc).replace("field '", "field 'options.", 1)) from None
+        unknown = set(config.templates) - set(self.template_roles)
+        if unknown:
+            raise UserError(
+                f"{where}: templates has unknown role(s) {', '.join(sorted(unknown))}; "
+                f"kind '{self.kind}' uses {', '.join(sorted(self.template_roles)) or 'none'}"
+            )
+        self.templates = Templates(config.file)
+        self.by_name = {c.name: c for c in cards}
+
+    # names
+    @property
+    def agents(self) -> list[str]:
+        return [c.name for c in self.cards]
+
+    def template(self, role: str) -> str:
+        return self.config.templates.get(role, self.template_roles[role])
+
+    def model_for(self, card: PersonaCard) -> str:
+        return self.models[f"agent:{card.id}"]
+
+    def used_templates(self) -> list[str]:
+        return [self.template(r) for r in sorted(self.template_roles)]
+
+    def config_hash(self) -> str:
+        return stable_hash(
+            {
+                "config": self.config.model_dump(mode="json"),
+                "templates": {t: self.templates.hash(t) for t in self.used_templates()},
+                "models": self.models,
+                "cards": [c.model_dump() for c in self.cards],
+            }
+        )
+
+    def prompt_vars(self, state: DialogueState, card: PersonaCard | None = None, **extra: Any) -> dict[str, Any]:
+        v: dict[str, Any] = {
+            "context": context_vars(state.context),
+            "profile": state.profile,
+            "history": state.history(self.config.history_turns),
+            "round": state.round,
+            "rounds": state.rounds,
+            "task": {"name": state.task.name, "domain": state.task.domain, "split": state.task.split},
+            "agents": [card_vars(c) for c in self.cards],
+            "user_text": state.last_user_text(),
+        }
+        if card is not None:
+            v["agent"] = card_vars(card)
+            v["others"] = [c.name for c in self.cards if c.name != card.name]
+        v.update(extra)
+        return v
+
+    def preflight(self, state: DialogueState) -> None:
+        """Render every template once so a broken template fails before any dialogue is written."""
+        for role in sorted(self.template_roles):
+            self.templates.render(self.template(role), **self.prompt_vars(state, self.cards[0], directive=None))
+
+    async def respond(self, state: DialogueState) -> list[Turn]:
+        raise NotImplementedError(f"system kind '{self.kind}' does not implement respond()")
