@@ -274,7 +274,8 @@ def test_judge_rundir_resumes(fake_model, tmp_cache, tmp_path):
         rd.judgments_path.write_text("".join(lines[:-2]) + lines[-2][:10])
         res2 = judge_rundir(rd, [spec], progress=False)
         assert res2.new_units == 1 and res2.reused_units == 7
-        assert len(fakes.CALLS["judge-run"]) == n_calls + 1
+        # the redone unit is answered by the response cache when the client has one, else asked once more
+        assert len(fakes.CALLS["judge-run"]) in (n_calls, n_calls + 1)
         assert len(latest_judgments(rd.judgments())) == 2 * 19
         manifest = json.loads(rd.manifest_path.read_text())
         assert spec in manifest["judges"]

@@ -13,6 +13,7 @@ retries is ``reason: "call_failed: ..."`` (retried on the next resume). Neither 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ class Asked:
     weighted: dict[str, float | None] = field(default_factory=dict)
     reason: str | None = None  # set when not parsed
     call_id: str = ""
+    response: ChatResponse | None = None  # the reply that parsed
 
 
 def _usage(responses: list[ChatResponse]) -> dict[str, Any]:
@@ -101,9 +103,19 @@ class Judge:
 
     async def ask(self, user_prompt: str, criteria: tuple[str, ...]) -> Asked:
         """Ask for scores on ``criteria``; re-ask on a parse failure; never raise for a bad reply."""
+        asked = await self.ask_with(
+            user_prompt, lambda text, shown: parse_scores(text, criteria, shown=shown), scores_schema(criteria)
+        )
+        if asked.parsed.ok and asked.response is not None:
+            asked.weighted = weighted_scores(asked.response.text, asked.response.top_logprobs, asked.parsed.key_positions)
+        return asked
+
+    async def ask_with(
+        self, user_prompt: str, parse: Callable[[str, str], Parsed], json_schema: dict[str, Any] | None
+    ) -> Asked:
+        """One judging call: system + user prompt, parse, re-ask ``spec.reask`` times, record usage."""
         messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": user_prompt}]
-        params = self.spec.params(scores_schema(criteria))
-        shown = user_prompt
+        params = self.spec.params(json_schema)
         responses: list[ChatResponse] = []
         call_id = stable_hash({"j": self.spec.name, "h": self.spec_hash, "p": user_prompt})
         parsed = Parsed(False, reason="not asked")
@@ -113,10 +125,9 @@ class Judge:
             except BackendError as exc:
                 return Asked(Parsed(False, reason=str(exc)), _usage(responses), reason=f"call_failed: {exc}"[:500], call_id=call_id)
             responses.append(resp)
-            parsed = parse_scores(resp.text, criteria, shown=shown)
+            parsed = parse(resp.text, user_prompt)
             if parsed.ok:
-                weighted = weighted_scores(resp.text, resp.top_logprobs, parsed.key_positions)
-                return Asked(parsed, _usage(responses), weighted, call_id=call_id)
+                return Asked(parsed, _usage(responses), call_id=call_id, response=resp)
             if attempt < self.spec.reask:
                 reask = render(self.root, self.spec.templates.reask, nonce="-", reason=parsed.reason)
                 messages = [*messages, {"role": "assistant", "content": resp.text}, {"role": "user", "content": reask}]
