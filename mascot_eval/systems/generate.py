@@ -116,7 +116,7 @@ def _plan(
             )
         task_info[task.name] = {"version": task.version, "content_hash": task.content_hash, "split": task.split,
                                 "domain": task.domain, "rounds": task.rounds, "contexts": len(tp), "file": task.file}
-        for name in systems:
+        for name in dict.fromkeys(systems):
             system = build_system(name, task, model=model, checkpoint=checkpoint, personas_root=personas_root)
             user = UserSimulator(task, user_model, agents=system.agents)
             # fail on a broken template before anything is written
@@ -134,7 +134,8 @@ def _plan(
             info["models"][task.name] = system.models
             info["templates"] = {t: system.templates.hash(t) for t in system.used_templates()}
             jobs.extend(_Job(task, c, p, system, user, chash, uhash) for c, p in tp)
-    return jobs, sys_info, task_info
+    unique = {j.dialogue_id: j for j in jobs}
+    return list(unique.values()), sys_info, task_info
 
 
 async def agenerate(
@@ -223,8 +224,10 @@ async def agenerate(
         running = [asyncio.create_task(one(j)) for j in todo]
         try:
             await asyncio.gather(*running)
-        except BaseException:
+        except BaseException as exc:
             status = "stopped"
+            if isinstance(exc, UserError):
+                exc.generate_result = result  # type: ignore[attr-defined]  # what finished, for the CLI
             for r in running:
                 r.cancel()
             await asyncio.gather(*running, return_exceptions=True)
