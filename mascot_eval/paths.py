@@ -45,7 +45,7 @@ def results_dir() -> Path:
     return project_dir() / "results"
 
 
-def cache_dir() -> Path:
+def cache_dir(*, create: bool = True) -> Path:
     """User cache (``MASCOT_CACHE_DIR``, else ``$XDG_CACHE_HOME/mascot-eval``, else ~/.cache/mascot-eval)."""
     env = os.environ.get("MASCOT_CACHE_DIR")
     if env:
@@ -53,7 +53,8 @@ def cache_dir() -> Path:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         path = Path(base) / "mascot-eval"
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

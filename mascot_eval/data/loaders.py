@@ -109,8 +109,11 @@ def read_source(task: TaskSpec, data_dir: str | Path | None = None) -> tuple[Loa
     """All contexts of a task's source (before filters and sampling); parsed once per process and file."""
     ref = source_ref(task, data_dir)
     loader = get_loader(ref.loader, ref.where)
+    from .sources import cache_root
+
     key = (ref.loader, ref.path, repr(sorted(ref.options.items())), str(ref.data_dir), ref.task_domain,
-           str(ref.task_file.parent) if ref.task_file else None)
+           str(ref.task_file.parent) if ref.task_file else None, str(paths.tasks_dir()),
+           None if ref.data_dir else str(cache_root()))
     hit = _SOURCE_CACHE.get(key)
     if hit is not None:
         try:

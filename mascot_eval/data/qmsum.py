@@ -120,7 +120,7 @@ class QMSumLoader(Loader):
             ctx, n = parse_meetings(found.path, domain, excerpt_turns=opts["excerpt_turns"], markup=bool(opts["clean_markup"]))
             contexts += ctx
             files.append(found.path)
-            origin = found.origin
+            origin = origin or found.origin  # the first file tells whether this read downloaded
             meetings[domain] = n
         return LoadedSource(contexts, files=files, origin=origin, notes={"meetings": meetings})
 

@@ -44,7 +44,7 @@ def git_blob_id(data: bytes) -> str:
 
 
 def cache_root() -> Path:
-    return paths.cache_dir() / "datasets"
+    return paths.cache_dir(create=False) / "datasets"  # created only when a download writes into it
 
 
 def _http_get(url: str) -> bytes:
@@ -91,10 +91,13 @@ def _download_ed(root: Path) -> None:
 
 
 def _download_qmsum(root: Path) -> None:
+    files: dict[str, bytes] = {}
     for domain in ("Academic", "Committee", "Product"):
         for split in ("train", "val", "test"):
             rel = f"qmsum/{domain}/jsonl/{split}.jsonl"
-            atomic_write_bytes(root / rel, fetch(f"{QMSUM_RAW}/{domain}/jsonl/{split}.jsonl", rel))
+            files[rel] = fetch(f"{QMSUM_RAW}/{domain}/jsonl/{split}.jsonl", rel)
+    for rel, data in files.items():  # written only once every file arrived and checked out
+        atomic_write_bytes(root / rel, data)
 
 
 def esconv_official_split(original: list[dict]) -> dict[str, list[dict]]:
