@@ -169,4 +169,17 @@ def judge_rundir(
     progress: bool = True,
 ) -> JudgeResult:
     """Judge all transcripts of ``rundir`` with ``judges``; appends to judgments.jsonl; resumable."""
-    return asyncio.run(judge_rundir_async(rundir, judges, settings=settings, levels=levels, progress=progress))
+    return run_sync(judge_rundir_async(rundir, judges, settings=settings, levels=levels, progress=progress))
+
+
+def run_sync(coro):
+    """Run a coroutine in a fresh event loop and close the model clients' sessions afterwards."""
+    from ..backends.client import close_clients
+
+    async def main():
+        try:
+            return await coro
+        finally:
+            await close_clients()
+
+    return asyncio.run(main())

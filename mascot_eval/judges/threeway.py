@@ -27,7 +27,7 @@ from ..stats.bootstrap import bootstrap_mean
 from ..transcript import Transcript
 from . import prompts
 from .parse import parse_choice
-from .run import repair_tail
+from .run import repair_tail, run_sync
 from .score import Judge
 from .specs import JudgeSpec, parse_judges
 
@@ -397,7 +397,7 @@ def compare_runs(
     progress: bool = True,
 ) -> CompareResult:
     """Run three-way comparisons over the contexts the runs share; rows go to ``out/comparisons.jsonl``."""
-    return asyncio.run(
+    return run_sync(
         compare_async(load_for_compare(run_dirs), judges, out or run_dirs[0], systems=systems, order_mode=order_mode,
                       limit=limit, settings=settings, progress=progress)
     )
