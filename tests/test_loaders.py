@@ -416,7 +416,7 @@ def http_root(tmp_path, monkeypatch):
 
     handler = functools.partial(Quiet, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     for var in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "MASCOT_OFFLINE", "MASCOT_DATA_DIR"):
         monkeypatch.delenv(var, raising=False)
