@@ -101,6 +101,17 @@ def test_ed_stray_quote_and_extra_fields(ed):
     assert ed["hit:2773_conv:5546"].turns[0].text.startswith("I ate a gas station burrito")
 
 
+def test_opening_is_the_support_seekers_first_line(ed, data_dir):
+    assert ed["hit:2772_conv:5545"].opening == "My grandpa is coming to visit!"
+    esconv = read_source(make_task("esconv"), data_dir)[1].contexts[0]
+    assert esconv.turns[0].speaker == "sys" and esconv.opening == "hi i am okay, a little bit sad though"
+    qmsum = read_source(make_task("qmsum"), data_dir)[1].contexts[0]
+    assert qmsum.turns and qmsum.opening is None  # the user is not in the meeting transcript
+    demo = {c.id: c for c in load_contexts(make_task("demo"))}
+    assert demo["demo-w01-missed-deadline"].opening.startswith("I'm the one who has to tell the client")
+    assert Context.from_dict(esconv.to_dict()).opening == esconv.opening
+
+
 def test_ed_turns_are_ordered_and_alternate(ed):
     for c in ed.values():
         assert c.turns and c.turns[0].speaker == "speaker"

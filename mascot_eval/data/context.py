@@ -32,6 +32,9 @@ class Context:
     participants: list[str] = field(default_factory=list)
     turns: list[HumanTurn] = field(default_factory=list)  # human turns (dialogue or transcript excerpt)
     metadata: dict[str, Any] = field(default_factory=dict)
+    # which ``turns[].speaker`` is the person seeking support: ED "speaker", ESConv "usr", demo/jsonl "user";
+    # QMSum sets "user" too (the user is not in the transcript, so there is no opening line)
+    user_speaker: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,5 +47,10 @@ class Context:
 
     @property
     def opening(self) -> str | None:
-        """The first human turn, if any (the user's opening line in ED/ESConv)."""
-        return self.turns[0].text if self.turns else None
+        """The user's opening line: the first turn by ``user_speaker`` (ED speaker, ESConv usr).
+
+        None when the user has no turn (a QMSum excerpt). Without ``user_speaker``, the first turn.
+        """
+        if self.user_speaker is None:
+            return self.turns[0].text if self.turns else None
+        return next((t.text for t in self.turns if t.speaker == self.user_speaker), None)

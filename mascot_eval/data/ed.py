@@ -124,6 +124,7 @@ def parse_ed_csv(path: Path, valence: dict[str, str], valence_file: str) -> tupl
             emotion=c["emotion"],
             valence=valence[c["emotion"]],
             turns=turns,
+            user_speaker="speaker",
             metadata={"split": split, "line": c["line"], "speaker_ids": c["speaker_ids"],
                       "selfeval": c["selfeval"], "tags": sorted(c["tags"])},
         ))

@@ -57,6 +57,7 @@ class ESConvLoader(Loader):
                 emotion=str(d["emotion_type"]).strip().lower(),
                 problem=str(d["problem_type"]).strip(),
                 turns=turns,
+                user_speaker="usr",
                 metadata={"split": split, "line": lineno, "strategies": strategies},
             ))
         return LoadedSource(contexts, files=[path], origin=found.origin)

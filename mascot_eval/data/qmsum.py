@@ -83,6 +83,7 @@ def parse_meetings(path: Path, domain: str, *, excerpt_turns: int, markup: bool)
                 meeting_domain=domain,
                 participants=participants,
                 turns=excerpt,
+                user_speaker="user",  # the user is not a meeting participant: no opening line
                 metadata={"split": split, "meeting": meetings, "line": lineno, "query_type": qtype,
                           "spans": [list(s) for s in spans], "excerpt_turns_total": len(idx),
                           "excerpt_first_turn": idx_kept[0] if idx_kept else None,

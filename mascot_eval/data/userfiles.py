@@ -9,6 +9,8 @@ list item (``demo``)::
     emotion     str            valence  "positive" | "negative" | "neutral"
     problem     str            query    str          meeting_domain  str
     participants [str]         turns    [{speaker: str, text: str}]   metadata {...}
+    user_speaker str (default "user"): the turns' speaker name for the person seeking support;
+                 their first turn is the context's opening line
 
 Relative ``source.path`` values are resolved beside the task file.
 """
@@ -51,6 +53,7 @@ class ContextRecord(BaseModel):
     participants: list[str] = Field(default_factory=list)
     turns: list[TurnRecord] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    user_speaker: str = "user"  # the turns[].speaker that is the person seeking support
 
     def to_context(self, source: str, default_domain: str) -> Context:
         return Context(
@@ -58,6 +61,7 @@ class ContextRecord(BaseModel):
             emotion=self.emotion, valence=self.valence, problem=self.problem, query=self.query,
             meeting_domain=self.meeting_domain, participants=list(self.participants),
             turns=[HumanTurn(t.speaker, t.text) for t in self.turns], metadata=dict(self.metadata),
+            user_speaker=self.user_speaker,
         )
 
 
