@@ -1,0 +1,64 @@
+"""`mascot-eval train stage1|stage2|all --config CONFIG.yaml --out DIR`: the reference MASCOT trainer."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UserError
+
+STAGE_HELP = {
+    "stage1": "Persona alignment: sample K replies, judge, build pairs (delta), train the Bradley-Terry reward model, "
+    "GRPO a LoRA adapter per persona.",
+    "stage2": "Director optimisation: roll out N-turn blocks with the Stage-1 speakers, GRPO the Director's LoRA adapter "
+    "on the group reward (judges' group rubric + format - eta * redundancy).",
+    "all": "Stage 1 then Stage 2 (each step skipped when its artifact is already in --out).",
+}
+
+
+@click.group()
+def train() -> None:
+    """Train MASCOT checkpoints (persona adapters + Director adapter) from a config.
+
+    Every step is resumable: rerun the same command after an interruption and finished steps are
+    skipped. The output folder is what `mascot-eval run --system mascot --checkpoint DIR` evaluates.
+    Presets: baselines/train/tiny.yaml (CPU, minutes), baselines/train/paper.yaml (GPUs).
+    """
+
+
+def _stage_command(stage: str) -> click.Command:
+    @click.command(name=stage, help=STAGE_HELP[stage])
+    @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+                  help="training config YAML, e.g. baselines/train/tiny.yaml")
+    @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
+                  help="output folder (default: results/checkpoints/<config name>)")
+    @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="datasets folder (else MASCOT_DATA_DIR)")
+    @click.option("--max-connections", type=int, default=None, help="concurrent model calls (default: config max_connections)")
+    @click.option("--data-only", is_flag=True,
+                  help="run only the model-call steps (candidates, judging, pairs, reward model / rollouts), not GRPO; "
+                  "for multi-GPU runs do this once, then `accelerate launch` the same command without it")
+    def cmd(config_path: str, out: str | None, data_dir: str | None, max_connections: int | None, data_only: bool) -> None:
+        from pathlib import Path
+
+        from .. import paths
+        from ..backends.client import ClientSettings
+        from ..train.config import load_config
+        from ..train.run import train as run_train
+
+        cfg = load_config(config_path)
+        out_dir = Path(out) if out else paths.results_dir() / "checkpoints" / cfg.name
+        if out_dir.exists() and not out_dir.is_dir():
+            raise UserError(f"--out {out_dir}: exists and is not a folder")
+        settings = ClientSettings(max_connections=max_connections or cfg.max_connections)
+        data = paths.data_dir(data_dir)
+        ck = run_train(cfg, out_dir, stage, data_dir=data, settings=settings,
+                     say=lambda m: click.echo(m, err=True), data_only=data_only)
+        run = ck.get("runs", [{}])[-1]
+        adapters = ", ".join(sorted(ck.get("adapters", {}))) or "none"
+        click.echo(f"checkpoint: {out_dir / 'checkpoint.json'} (adapters: {adapters}); {run.get('seconds')} s, "
+                   f"peak memory {run.get('peak_rss_mb')} MB")
+
+    return cmd
+
+
+for _s in ("stage1", "stage2", "all"):
+    train.add_command(_stage_command(_s))

@@ -1,0 +1,81 @@
+"""Stage 1: score every candidate with the judge on the five agent criteria; aggregate = their mean.
+
+A candidate whose scores the judge did not give (unparsable output, failed call) is recorded as
+``unscored`` with its reason and left out of the pairs; it is never a zero. ``judged.jsonl`` gets one
+line per candidate; a rerun judges only the candidates without a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ..backends.client import ClientSettings
+from ..criteria import AGENT_CRITERIA
+from ..fileio import append_jsonl, read_jsonl
+from ..personas import PersonaCard
+from . import aio
+from .prompts import history_for_judge
+
+
+def aggregate(scores: dict[str, float | None]) -> float | None:
+    """Unweighted mean of the five agent criteria; None unless all five are scored."""
+    vals = [scores.get(c) for c in AGENT_CRITERIA]
+    if any(v is None for v in vals):
+        return None
+    return sum(float(v) for v in vals) / len(vals)  # type: ignore[arg-type]
+
+
+def judge_candidates(
+    judge: str,
+    candidates: list[dict[str, Any]],
+    cards: dict[str, PersonaCard],
+    out: Path,
+    *,
+    settings: ClientSettings | None = None,
+) -> dict[str, int]:
+    """Append a judged row per candidate not yet in ``out``; returns {new, reused, scored, unscored}."""
+    from ..judges.score import score_response
+
+    done = {r["key"] for r in read_jsonl(out)}
+    todo = [c for c in candidates if c["key"] not in done]
+    counts = {"new": 0, "reused": len(done), "scored": 0, "unscored": 0}
+
+    async def one(c: dict[str, Any]) -> None:
+        card = cards[c["persona"]]
+        try:
+            scores = await score_response(
+                judge, persona=card, history=history_for_judge(c["history"]), response=c["text"], settings=settings
+            )
+            reason = None if aggregate(scores) is not None else "judge output not parsed"
+        except Exception as exc:
+            from ..backends.base import BackendError
+
+            if not isinstance(exc, BackendError):
+                raise
+            scores, reason = {k: None for k in AGENT_CRITERIA}, f"call_failed: {exc}"[:300]
+        agg = aggregate(scores)
+        row = {
+            "key": c["key"],
+            "task": c["task"],
+            "context_id": c["context_id"],
+            "persona": c["persona"],
+            "k": c["k"],
+            "judge": judge,
+            "scores": scores,
+            "aggregate": agg,
+            "status": "scored" if agg is not None else "unscored",
+            "reason": reason,
+        }
+        append_jsonl(out, row)
+        counts["new"] += 1
+
+    async def all_() -> None:
+        await asyncio.gather(*(one(c) for c in todo))
+
+    if todo:
+        aio.run(all_())
+    for r in read_jsonl(out):
+        counts["scored" if r["status"] == "scored" else "unscored"] += 1
+    return counts
