@@ -92,3 +92,21 @@ def test_human_agreement():
     from scipy.stats import spearmanr
 
     assert row.value == pytest.approx(spearmanr([2, 2, 3, 4, 5, 3], [1, 2, 3.5, 4, 5, 2.5]).statistic)
+
+
+@pytest.mark.parametrize("level", ["ordinal", "interval"])
+def test_bootstrap_alpha_formula_matches_package(level):
+    """The coincidence-matrix alpha used for bootstrap replicates equals the krippendorff package."""
+    import krippendorff
+
+    from mascot_eval.judges.agreement import _alpha_from_coincidence, _coincidences
+
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        m = rng.integers(1, 6, size=(3, 30)).astype(float)
+        m[rng.random(m.shape) < 0.15] = np.nan
+        m = m[:, (~np.isnan(m)).sum(axis=0) >= 2]
+        o, values = _coincidences(m)
+        assert _alpha_from_coincidence(o.sum(axis=0), values, level) == pytest.approx(
+            krippendorff.alpha(reliability_data=m, level_of_measurement=level), abs=1e-9
+        )

@@ -64,16 +64,92 @@ def _alpha(matrix: np.ndarray, level: str) -> float:
             return float("nan")
 
 
+def _coincidences(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item coincidence matrices (items x V x V) of a raters x items matrix, and the value domain."""
+    values = np.unique(m[~np.isnan(m)])
+    counts = np.stack([(m == v).sum(axis=0) for v in values], axis=1).astype(float)  # items x V
+    mu = counts.sum(axis=1)
+    pair = counts[:, :, None] * counts[:, None, :]
+    pair[:, np.arange(values.size), np.arange(values.size)] -= counts
+    with np.errstate(divide="ignore", invalid="ignore"):
+        o = pair / np.where(mu > 1, mu - 1, np.inf)[:, None, None]
+    return o, values
+
+
+def _alpha_from_coincidence(o: np.ndarray, values: np.ndarray, level: str) -> float:
+    """Krippendorff's alpha from a coincidence matrix (Krippendorff 2011, 'Computing Krippendorff's alpha')."""
+    nc = o.sum(axis=1)
+    n = nc.sum()
+    if n <= 1 or (nc > 0).sum() < 2:
+        return float("nan")
+    if level == "interval":
+        delta = (values[:, None] - values[None, :]) ** 2
+    elif level == "ordinal":
+        cum = np.cumsum(nc)
+        lo = np.minimum.outer(np.arange(values.size), np.arange(values.size))
+        hi = np.maximum.outer(np.arange(values.size), np.arange(values.size))
+        between = cum[hi] - np.where(lo > 0, cum[np.maximum(lo - 1, 0)], 0.0)
+        delta = (between - (nc[:, None] + nc[None, :]) / 2.0) ** 2
+    else:
+        raise ValueError(level)
+    d_o = (o * delta).sum() / n
+    d_e = (np.outer(nc, nc) * delta).sum() / (n * (n - 1))
+    return float(1.0 - d_o / d_e) if d_e > 0 else float("nan")
+
+
 def krippendorff_alpha(matrix: np.ndarray, level: str = "interval", *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float, int]:
-    """Alpha of a raters x items matrix (NaN = missing) with a bootstrap CI over items; n = pairable items."""
+    """Alpha of a raters x items matrix (NaN = missing) with a bootstrap CI over items; n = pairable items.
+
+    The point value comes from the ``krippendorff`` package; bootstrap replicates re-sum per-item
+    coincidence matrices (the same statistic, computed without re-running the package each time).
+    """
     matrix = np.asarray(matrix, dtype=float)
     pairable = (~np.isnan(matrix)).sum(axis=0) >= 2
     m = matrix[:, pairable]
     n = int(m.shape[1])
     if n < 2:
         return float("nan"), float("nan"), float("nan"), n
-    point, lo, hi = bootstrap_statistic(n, lambda idx: _alpha(m[:, idx], level), n_boot=n_boot, seed=seed)
-    return point, lo, hi, n
+    point = _alpha(m, level)
+    o, values = _coincidences(m)
+    rng = np.random.default_rng(seed)
+    reps = []
+    for _ in range(n_boot):
+        w = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(float)
+        reps.append(_alpha_from_coincidence(np.tensordot(w, o, axes=1), values, level))
+    r = np.asarray(reps)
+    r = r[~np.isnan(r)]
+    if r.size == 0 or point != point:
+        return point, float("nan"), float("nan"), n
+    lo, hi = np.quantile(r, [0.025, 0.975])
+    return point, float(lo), float(hi), n
+
+
+def spearman(x: np.ndarray, y: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float, int]:
+    """Spearman's rho (scipy) with a vectorised percentile bootstrap over items."""
+    from scipy.stats import rankdata
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
+    n = int(x.size)
+    if n < 3:
+        return float("nan"), float("nan"), float("nan"), n
+    point = _spearman(x, y)
+    if point != point:
+        return point, float("nan"), float("nan"), n
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    rx, ry = rankdata(x[idx], axis=1), rankdata(y[idx], axis=1)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps = (rx * ry).sum(axis=1) / den
+    reps = reps[np.isfinite(reps)]
+    if reps.size == 0:
+        return point, float("nan"), float("nan"), n
+    lo, hi = np.quantile(reps, [0.025, 0.975])
+    return point, float(lo), float(hi), n
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -82,18 +158,6 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     if np.unique(x).size < 2 or np.unique(y).size < 2:
         return float("nan")
     return float(spearmanr(x, y).statistic)
-
-
-def spearman(x: np.ndarray, y: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float, int]:
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    ok = ~(np.isnan(x) | np.isnan(y))
-    x, y = x[ok], y[ok]
-    n = int(x.size)
-    if n < 3:
-        return float("nan"), float("nan"), float("nan"), n
-    point, lo, hi = bootstrap_statistic(n, lambda idx: _spearman(x[idx], y[idx]), n_boot=n_boot, seed=seed)
-    return point, lo, hi, n
 
 
 def _row(level, criterion, statistic, judges, value, lo, hi, n_items, n_judges) -> dict[str, Any]:
