@@ -6,7 +6,6 @@ import csv
 import json
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -540,3 +539,22 @@ def test_git_blob_id_matches_the_data_readme(data_dir):
     for d in ("Academic", "Committee", "Product"):
         rel = f"qmsum/{d}/jsonl/test.jsonl"
         assert git_blob_id((data_dir / rel).read_bytes()) == KNOWN_BLOBS[rel]
+
+
+def test_a_plugin_loader_plugs_in(monkeypatch):
+    from mascot_eval.data.loaders import LoadedSource, Loader
+
+    class Tiny(Loader):
+        name = "tiny"
+        filters = {"emotion": ("emotion", lambda c: c.emotion)}
+
+        def read(self, ref):
+            self.check_options(ref)
+            return LoadedSource([Context(id=f"t{i}", source="tiny", domain="emotional", situation=f"s{i}",
+                                         emotion="sad" if i % 2 else "proud") for i in range(6)])
+
+    monkeypatch.setitem(LOADERS._items, "tiny", Tiny)
+    ctxs = load_contexts(make_task("tiny", filters={"emotion": "sad"}, size=2, seed=0))
+    assert len(ctxs) == 2 and all(c.emotion == "sad" for c in ctxs)
+    with pytest.raises(UserError, match="unknown option"):
+        load_contexts(make_task("tiny", options={"x": 1}))

@@ -9,6 +9,7 @@ group ``mascot_eval.loaders``.
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ class LoadedSource:
     notes: dict[str, Any] = field(default_factory=dict)  # e.g. raw-format quirks met while parsing
 
 
-class Loader:
+class Loader(ABC):
     """Base class. Subclasses set ``name``, ``domain``, ``filters`` and ``options`` and implement ``read``."""
 
     name: ClassVar[str] = ""
@@ -59,8 +60,9 @@ class Loader:
     # option name -> (description, default)
     options: ClassVar[dict[str, tuple[str, Any]]] = {}
 
+    @abstractmethod
     def read(self, ref: SourceRef) -> LoadedSource:
-        raise NotImplementedError(f"loader {self.name} does not implement read()")
+        """Every context of the source, in source order (before filters and sampling)."""
 
     def stats(self, contexts: list[Context]) -> dict[str, Any]:
         """Counts describing a whole source (printed by `mascot-eval tasks validate`)."""
