@@ -1,0 +1,168 @@
+"""Content-addressed response cache shared by every backend: one SQLite file in WAL mode.
+
+Key = hash of the backend's identity (kind, model, endpoint, LoRA adapter and its content hash),
+the messages and the decoding parameters (``sample_index`` included, so the k-th sample of a
+sampled generation is its own reproducible entry). Retry, concurrency and rate settings and tags
+never enter the key; API keys never enter anything stored here.
+
+Each answer is committed as soon as it arrives (a killed run loses only the calls in flight).
+Several processes may share the file (WAL + busy timeout); rows are written with
+``INSERT OR IGNORE`` so one key is stored once. A file SQLite cannot read is reported, moved
+aside (``responses.sqlite.corrupt-<time>``) and replaced by a fresh cache, never silently reused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..fileio import stable_hash
+from ..paths import cache_dir
+from .base import ChatResponse, GenerationParams
+
+log = logging.getLogger(__name__)
+
+FILENAME = "responses.sqlite"
+KEY_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    created REAL NOT NULL,
+    response TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_spec ON responses(spec);
+"""
+
+
+def response_cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``--cache-dir``, else ``MASCOT_RESPONSE_CACHE_DIR``, else ``<user cache>/responses``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get("MASCOT_RESPONSE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return cache_dir() / "responses"
+
+
+def cache_key(identity: dict[str, Any], messages: list[dict[str, str]], params: GenerationParams) -> str:
+    return stable_hash({"v": KEY_VERSION, "backend": identity, "messages": messages, "params": params.to_dict()}, 40)
+
+
+class ResponseCache:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.dir = Path(directory)
+        self.path = self.dir / FILENAME
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self.moved_aside: Path | None = None
+
+    # -- connection -------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = self._connect()
+        except sqlite3.DatabaseError as exc:
+            self._move_aside(exc)
+            conn = self._connect()
+        self._conn = conn
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            ok = conn.execute("PRAGMA quick_check").fetchone()
+            if not ok or ok[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {ok[0] if ok else 'no answer'}")
+            conn.executescript(SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _move_aside(self, exc: Exception) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{FILENAME}.corrupt-{stamp}-{os.getpid()}")
+        os.replace(self.path, target)
+        for suffix in ("-wal", "-shm"):
+            side = Path(str(self.path) + suffix)
+            if side.exists():
+                os.replace(side, Path(str(target) + suffix))
+        self.moved_aside = target
+        msg = f"response cache {self.path} is unreadable ({exc}); moved it to {target} and started a fresh cache"
+        log.warning(msg)
+        import sys
+
+        print(f"warning: {msg}", file=sys.stderr)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- rows -------------------------------------------------------------------------------
+    def get(self, key: str) -> ChatResponse | None:
+        with self._lock:
+            row = self._open().execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return ChatResponse.from_dict(json.loads(row[0]))
+
+    def put(self, key: str, spec: str, response: ChatResponse) -> bool:
+        """Store one answer; returns False when the key was already there (another caller won)."""
+        d = response.to_dict()
+        d.update(cached=False, retries=0)
+        blob = json.dumps(d, ensure_ascii=False)
+        with self._lock:
+            cur = self._open().execute(
+                "INSERT OR IGNORE INTO responses (key, spec, created, response) VALUES (?, ?, ?, ?)",
+                (key, spec, time.time(), blob),
+            )
+            return cur.rowcount == 1
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            conn = self._open()
+            total = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            per_spec = dict(conn.execute("SELECT spec, COUNT(*) FROM responses GROUP BY spec ORDER BY spec").fetchall())
+        size = sum(p.stat().st_size for p in self.dir.glob(f"{FILENAME}*") if p.is_file() and "corrupt" not in p.name)
+        return {"path": str(self.path), "rows": total, "bytes": size, "by_model": per_spec}
+
+    def clear(self, spec: str | None = None) -> int:
+        with self._lock:
+            conn = self._open()
+            if spec is None:
+                n = conn.execute("DELETE FROM responses").rowcount
+            else:
+                n = conn.execute("DELETE FROM responses WHERE spec = ? OR spec LIKE ?", (spec, spec + "#%")).rowcount
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if spec is None:
+            with self._lock:
+                self._open().execute("VACUUM")
+        return n
+
+
+_CACHES: dict[str, ResponseCache] = {}
+_CACHES_LOCK = threading.Lock()
+
+
+def open_cache(directory: str | os.PathLike[str] | None = None) -> ResponseCache:
+    """One shared :class:`ResponseCache` per folder in a process."""
+    d = str(response_cache_dir(directory).resolve())
+    with _CACHES_LOCK:
+        if d not in _CACHES:
+            _CACHES[d] = ResponseCache(d)
+        return _CACHES[d]

