@@ -213,3 +213,15 @@ def test_bad_profile_and_rounds(tmp_path):
 def test_unknown_task_name_suggests():
     with pytest.raises(UserError, match=r"unknown task 'ed-postive' \(did you mean 'ed-positive'\?\)"):
         load_task("ed-postive")
+
+
+def test_unknown_judge_and_metric(tmp_path, data_dir):
+    p = write_task(tmp_path, GOOD + "judging: {judges: [lokal]}\n")
+    with pytest.raises(UserError, match=r"field 'judging.judges': unknown judge 'lokal' \(did you mean 'local'\?\)") as exc:
+        check_task(load_task_file(p), data_dir)
+    assert str(p) in one_line(exc)
+    p = write_task(tmp_path, GOOD + "metrics: [distinct_2, distinkt_1]\n")
+    with pytest.raises(UserError, match=r"field 'metrics': unknown metric 'distinkt_1' \(did you mean 'distinct_1'\?\)"):
+        check_task(load_task_file(p), data_dir)
+    p = write_task(tmp_path, GOOD + "metrics: [distinct_2, inter_agent_selfbleu]\n")
+    assert check_task(load_task_file(p), data_dir).sampled == 5

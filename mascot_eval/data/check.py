@@ -37,6 +37,7 @@ def check_task(task: TaskSpec, data_dir: str | Path | None = None) -> TaskCheck:
         _, cards = get_group(task.personas)
     except UserError as exc:
         raise UserError(f"{where}: field 'personas': {exc.message}") from None
+    check_judges_and_metrics(task)
     loader, loaded = read_source(task, data_dir)
     contexts = load_contexts(task, data_dir)
     available = len(apply_filters(loaded.contexts, task.source.filters, loader, where))
@@ -52,6 +53,27 @@ def check_task(task: TaskSpec, data_dir: str | Path | None = None) -> TaskCheck:
         notes=dict(loaded.notes),
         contexts=contexts,
     )
+
+
+def check_judges_and_metrics(task: TaskSpec) -> None:
+    """The task's default judges resolve (judges/*.yaml or a model spec) and its metrics are registered."""
+    where = task.file or task.name
+    from ..judges.specs import resolve_judge
+
+    for alias in task.judging.judges:
+        try:
+            resolve_judge(alias)
+        except UserError as exc:
+            raise UserError(f"{where}: field 'judging.judges': {exc.message}") from None
+    names = [m for m in task.metrics if m != "all"]  # "all" = every registered metric
+    if names:
+        from ..errors import did_you_mean
+        from ..metrics import METRICS
+
+        for m in names:
+            if m not in METRICS:
+                raise UserError(f"{where}: field 'metrics': unknown metric '{m}'{did_you_mean(m, METRICS.names())}; "
+                                f"use 'all' or registered metric names (mascot_eval.metrics.METRICS)")
 
 
 def split_counts(checks: list[TaskCheck]) -> dict[str, dict[str, int]]:
