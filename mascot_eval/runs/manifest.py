@@ -89,7 +89,7 @@ def start_run(rundir: RunDir, *, command: list[str] | None = None, settings: dic
     if "started" not in m:
         fields["started"] = invocations[-1]["started"]
     if tasks:
-        fields["tasks"] = task_provenance(tasks)
+        fields["task_files"] = task_provenance(tasks)
     if settings:
         fields["settings"] = settings
     return rundir.update_manifest(**fields)

@@ -91,18 +91,14 @@ class RegressResult:
         return "\n".join(out)
 
 
-def metric_direction(name: str) -> bool | None:
-    """True when a higher value of metric ``name`` is better, from the metric registry; None if unknown."""
+def metric_meaning(name: str) -> str | None:
+    """What a larger value of metric ``name`` means, from the metric registry (e.g. 'more redundant')."""
     try:
         from ..metrics import METRICS
-    except ImportError:
+
+        return str(getattr(METRICS.get(name), "higher", "")) or None
+    except (ImportError, UserError):
         return None
-    try:
-        m = METRICS.get(name)
-    except UserError:
-        return None
-    hib = getattr(m, "higher_is_better", None)
-    return bool(hib) if hib is not None else None
 
 
 def parse_checks(specs: list[str] | None, available: set[str], tolerance: float) -> list[Check]:
@@ -131,9 +127,9 @@ def parse_checks(specs: list[str] | None, available: set[str], tolerance: float)
             elif measure.split(".")[0] in ("agent", "group"):
                 hib = True
             else:
-                hib = metric_direction(measure.split(".", 1)[1])
-                if hib is None:
-                    raise UserError(f"--metrics {measure}: direction unknown; {LOWER_IS_BETTER_HINT}")
+                meaning = metric_meaning(measure.split(".", 1)[1])
+                said = f" (a higher value means '{meaning}')" if meaning else ""
+                raise UserError(f"--metrics {measure}: say whether higher is better{said}; {LOWER_IS_BETTER_HINT}")
             checks.append(Check(measure, hib, tol))
     return checks
 

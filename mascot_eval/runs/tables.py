@@ -71,11 +71,23 @@ def _cluster(task: str, context_id: str) -> str:
     return f"{task}:{context_id}"
 
 
+ROW_KEY = ("dialogue_id", "judge", "level", "agent", "criterion")
+
+
+def latest_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One judgment row per (dialogue, judge, level, agent, criterion): the last one written wins
+    (a rerun after a judge's spec or template changed appends fresh rows)."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        out[tuple(r.get(k) for k in ROW_KEY)] = r
+    return list(out.values())
+
+
 def judgment_units(rows: Iterable[dict[str, Any]], *, run_id: str = "") -> tuple[pd.DataFrame, dict[str, Counter]]:
     """Judgment rows -> unit rows per judge and judge-mean (judge == "all"), with overall."""
     scored: list[dict[str, Any]] = []
     unscored: dict[str, Counter] = {}
-    for r in rows:
+    for r in latest_rows(rows):
         if r.get("status") != "scored" or r.get("score_100") is None:
             unscored.setdefault(str(r.get("judge")), Counter())[str(r.get("reason") or "unscored")] += 1
             continue
@@ -94,7 +106,6 @@ def judgment_units(rows: Iterable[dict[str, Any]], *, run_id: str = "") -> tuple
     df = pd.DataFrame(scored)
     df["agent"] = df["agent"].fillna("")
     keys = ["system", "run_id", "task", "split", "domain", "context_id", "pair_key", "dialogue_id", "level", "name", "agent"]
-    # a judge that scored the same item twice (e.g. a resumed run) counts once: keep the mean
     per_judge = df.groupby(keys + ["judge"], as_index=False, sort=False)["value"].mean()
     mean = per_judge.groupby(keys, as_index=False, sort=False)["value"].mean()
     mean["judge"] = ALL_JUDGES
@@ -179,7 +190,7 @@ def load_runs(paths: Sequence[str | RunDir]) -> RunData:
         manifests[rd.run_id] = rd.read_manifest()
         ts = rd.transcripts()
         transcripts.extend((rd.run_id, t) for t in ts)
-        rows = list(rd.judgments())
+        rows = latest_rows(rd.judgments())
         judgments.extend({**r, "run_id": rd.run_id} for r in rows)
         comparisons.extend({**r, "run_id": rd.run_id} for r in rd.comparisons())
         ju, un = judgment_units(rows, run_id=rd.run_id)

@@ -121,7 +121,7 @@ def cohens_dz(diffs: Sequence[float]) -> float:
     if d.size < 2:
         return float("nan")
     sd = float(d.std(ddof=1))
-    if sd == 0.0:
+    if sd <= 1e-12 * max(1.0, float(np.abs(d).max())):  # constant differences (up to rounding)
         return float("nan") if float(d.mean()) == 0.0 else math.copysign(math.inf, float(d.mean()))
     return float(d.mean()) / sd
 

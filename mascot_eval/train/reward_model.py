@@ -204,7 +204,7 @@ def train_reward_model(
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss) * len(batch))
+            losses.append(float(loss.detach()) * len(batch))
             correct += int((rw > rl).sum())
         if rm.lora:
             rm.base.eval()

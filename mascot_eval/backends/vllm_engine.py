@@ -1,0 +1,201 @@
+"""``vllm/<path-or-id>``: the in-process ``vllm.LLM`` engine (imported lazily), LoRA via ``LoRARequest``.
+
+``vllm/embedded`` names the converted embedded SmolLM2 folder. vLLM pins its own transformers,
+so it usually lives in its own virtual environment (``make vllm-venv``); run mascot-eval from
+there (``PYTHONPATH=. .venv-vllm/bin/python -m mascot_eval.cli.main ...``) or serve the model
+with ``python -m vllm.entrypoints.openai.api_server`` and use ``openai-compatible/...``.
+
+Concurrent calls are gathered like the embedded backend's and handed to one ``LLM.chat`` call
+with per-request sampling parameters and LoRA requests; vLLM schedules them continuously.
+Engine settings come from the environment: ``MASCOT_VLLM_DTYPE`` (default ``auto``),
+``MASCOT_VLLM_MAX_MODEL_LEN`` (2048), ``MASCOT_VLLM_MAX_LORA_RANK`` (64).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from .base import Backend, BackendError, ChatRequest, ChatResponse, Usage
+from .spec import adapter_hash, parse_spec
+
+log = logging.getLogger(__name__)
+
+BATCH_WINDOW_S = 0.02
+
+
+@dataclass
+class _Job:
+    request: ChatRequest
+    lora: tuple[str, int, Path] | None
+    future: concurrent.futures.Future[ChatResponse] = field(default_factory=concurrent.futures.Future)
+
+
+class VLLMEngine:
+    def __init__(self, model_ref: str) -> None:
+        self.model_ref = model_ref
+        self.llm: Any = None
+        self._queue: queue.Queue[_Job] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.batches: list[int] = []
+
+    def submit(self, request: ChatRequest, lora: tuple[str, int, Path] | None) -> concurrent.futures.Future[ChatResponse]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._worker, name="mascot-vllm", daemon=True)
+                self._thread.start()
+        job = _Job(request, lora)
+        self._queue.put(job)
+        return job.future
+
+    def load(self) -> None:
+        if self.llm is not None:
+            return
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise UserError(
+                f"vllm/ models need vLLM in this Python ({exc}); use the vLLM venv (`make vllm-venv`) or serve the "
+                "model and use openai-compatible/<model>@http://host:port/v1"
+            ) from None
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        self.llm = LLM(
+            model=self.model_ref,
+            dtype=os.environ.get("MASCOT_VLLM_DTYPE", "auto"),
+            max_model_len=int(os.environ.get("MASCOT_VLLM_MAX_MODEL_LEN", "2048")),
+            enable_lora=True,
+            max_lora_rank=int(os.environ.get("MASCOT_VLLM_MAX_LORA_RANK", "64")),
+            max_loras=4,
+            seed=0,
+        )
+
+    def _worker(self) -> None:
+        while True:
+            jobs = [self._queue.get()]
+            deadline = time.perf_counter() + BATCH_WINDOW_S
+            while True:
+                remaining = deadline - time.perf_counter()
+                try:
+                    jobs.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+            if not jobs:
+                continue
+            try:
+                self.load()
+                results = self._run(jobs)
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
+                err = exc if isinstance(exc, (UserError, BackendError)) else BackendError(
+                    f"vLLM generation failed: {type(exc).__name__}: {exc}", retryable=False
+                )
+                for j in jobs:
+                    j.future.set_exception(err)
+                continue
+            for j, r in zip(jobs, results):
+                j.future.set_result(r)
+
+    def _run(self, jobs: list[_Job]) -> list[ChatResponse]:
+        from vllm import SamplingParams
+        from vllm.lora.request import LoRARequest
+
+        t0 = time.perf_counter()
+        sps, loras = [], []
+        for j in jobs:
+            p = j.request.params
+            sps.append(
+                SamplingParams(
+                    max_tokens=p.max_tokens,
+                    temperature=p.temperature,
+                    top_p=p.top_p,
+                    seed=None if p.seed is None else p.seed + 1_000_003 * p.sample_index,
+                    stop=list(p.stop) or None,
+                    logprobs=(max(1, p.top_logprobs) if (p.logprobs or p.top_logprobs) else None),
+                )
+            )
+            loras.append(LoRARequest(j.lora[0], j.lora[1], str(j.lora[2])) if j.lora else None)
+        outs = self.llm.chat([j.request.messages for j in jobs], sampling_params=sps, lora_request=loras, use_tqdm=False)
+        self.batches.append(len(jobs))
+        elapsed = time.perf_counter() - t0
+        results = []
+        for o in outs:
+            c = o.outputs[0]
+            top = None
+            if c.logprobs:
+                top = [
+                    [(lp.decoded_token or "", float(lp.logprob)) for lp in sorted(pos.values(), key=lambda x: x.rank or 0)]
+                    for pos in c.logprobs
+                ]
+            results.append(
+                ChatResponse(
+                    text=c.text,
+                    finish_reason=c.finish_reason or "stop",
+                    usage=Usage(prompt_tokens=len(o.prompt_token_ids or []), completion_tokens=len(c.token_ids)),
+                    latency_s=elapsed,
+                    model="",
+                    top_logprobs=top,
+                )
+            )
+        return results
+
+
+_ENGINES: dict[str, VLLMEngine] = {}
+_LOCK = threading.Lock()
+
+
+class VLLMBackend(Backend):
+    kind = "vllm"
+
+    def __init__(self, spec: str) -> None:
+        p = parse_spec(spec, allow_lora=True)
+        if not p.model:
+            raise UserError(f"model spec '{spec}': name a folder, hub id or 'embedded' after 'vllm/'")
+        if p.model == "embedded":
+            from .modeldir import embedded_model_dir
+
+            ref = str(embedded_model_dir())
+        else:
+            path = Path(p.model).expanduser()
+            ref = str(path.resolve()) if path.exists() else p.model
+        super().__init__(spec, model=ref)
+        self.lora: tuple[str, int, Path] | None = None
+        self.adapter_hash: str | None = None
+        if p.lora is not None:
+            folder = p.lora.resolve()
+            self.adapter_hash = adapter_hash(folder)
+            self.lora = (f"a{self.adapter_hash}", int(self.adapter_hash[:7], 16) + 1, folder)
+
+    @property
+    def cache_identity(self) -> dict[str, Any]:
+        d = super().cache_identity
+        if self.lora is not None:
+            d["lora"] = {"path": str(self.lora[2]), "hash": self.adapter_hash}
+        return d
+
+    def engine(self) -> VLLMEngine:
+        with _LOCK:
+            if self.model not in _ENGINES:
+                _ENGINES[self.model] = VLLMEngine(self.model)
+            return _ENGINES[self.model]
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        resp = await asyncio.wrap_future(self.engine().submit(request, self.lora))
+        resp.model = self.spec
+        return resp
+
+    def available(self) -> tuple[bool, str]:
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            return False, "vllm not installed in this Python (see `make vllm-venv`; or use openai-compatible/ with its server)"
+        return True, "ok"

@@ -1,0 +1,170 @@
+"""Report figures (matplotlib, Agg) returned as base64 PNG data URIs so the HTML is self-contained."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..stats.bootstrap import bootstrap_mean  # noqa: E402
+
+DPI = 90
+
+
+def to_data_uri(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _colors(labels: Sequence[str]) -> dict[str, str]:
+    cmap = plt.get_cmap("tab10")
+    return {lab: matplotlib.colors.to_hex(cmap(i % 10)) for i, lab in enumerate(labels)}
+
+
+def bars(est: pd.DataFrame, measures: Sequence[str], title: str, *, ylabel: str = "score (0-100)") -> str | None:
+    """Grouped bars: one group per measure, one bar per system, 95% interval as error bars."""
+    e = est[est["measure"].isin(measures)]
+    if e.empty:
+        return None
+    labels = sorted(e["label"].unique())
+    ms = [m for m in measures if m in set(e["measure"])]
+    colors = _colors(labels)
+    width = 0.8 / len(labels)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(ms) + 1), 3.4))
+    x = np.arange(len(ms))
+    for i, lab in enumerate(labels):
+        sub = e[e["label"] == lab].set_index("measure")
+        means = np.array([sub.loc[m, "mean"] if m in sub.index else np.nan for m in ms], dtype=float)
+        lo = np.array([sub.loc[m, "lo"] if m in sub.index else np.nan for m in ms], dtype=float)
+        hi = np.array([sub.loc[m, "hi"] if m in sub.index else np.nan for m in ms], dtype=float)
+        yerr = np.vstack([np.clip(means - lo, 0, None), np.clip(hi - means, 0, None)])
+        ax.bar(x + (i - (len(labels) - 1) / 2) * width, means, width, yerr=np.nan_to_num(yerr), capsize=3,
+               label=lab, color=colors[lab])
+    ax.set_xticks(x, [m.split(".", 1)[1] for m in ms], rotation=20, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if ylabel.startswith("score"):
+        ax.set_ylim(0, 100)
+    ax.legend(fontsize=7, ncol=min(4, len(labels)), loc="upper left", bbox_to_anchor=(0, -0.25))
+    ax.grid(axis="y", alpha=0.3)
+    return to_data_uri(fig)
+
+
+def radar(est: pd.DataFrame, label: str, measures: Sequence[str], title: str) -> str | None:
+    """Radar of one system's criteria (0-100), with the interval as a shaded band."""
+    sub = est[(est["label"] == label) & est["measure"].isin(measures)].set_index("measure")
+    ms = [m for m in measures if m in sub.index]
+    if len(ms) < 3:
+        return None
+    angles = np.linspace(0, 2 * math.pi, len(ms), endpoint=False).tolist()
+    vals = [float(sub.loc[m, "mean"]) for m in ms]
+    lo = [float(sub.loc[m, "lo"]) for m in ms]
+    hi = [float(sub.loc[m, "hi"]) for m in ms]
+    close = lambda v: v + v[:1]  # noqa: E731
+    fig = plt.figure(figsize=(3.3, 3.3))
+    ax = fig.add_subplot(111, polar=True)
+    ax.plot(close(angles), close(vals), color="#1f77b4")
+    ax.fill_between(close(angles), close(lo), close(hi), color="#1f77b4", alpha=0.25)
+    ax.set_xticks(angles, [m.split(".", 1)[1] for m in ms], fontsize=8)
+    ax.set_ylim(0, 100)
+    ax.set_yticks([25, 50, 75], ["25", "50", "75"], fontsize=6)
+    ax.set_title(title, fontsize=9)
+    return to_data_uri(fig)
+
+
+def per_round(metrics: pd.DataFrame, metric: str, title: str, ylabel: str, *, seed: int = 0) -> str | None:
+    """Mean of a per-turn or per-round metric by round, one line per system, 95% cluster-bootstrap band."""
+    m = metrics[(metrics["metric"] == metric) & metrics["round"].notna() & metrics["dialogue_id"].notna()]
+    if m.empty:
+        return None
+    m = m.assign(value=pd.to_numeric(m["value"], errors="coerce")).dropna(subset=["value"])
+    labels = sorted(m["label"].unique())
+    colors = _colors(labels)
+    fig, ax = plt.subplots(figsize=(5.0, 3.0))
+    for lab in labels:
+        sub = m[m["label"] == lab]
+        rounds = sorted(int(r) for r in sub["round"].unique())
+        means, los, his = [], [], []
+        for r in rounds:
+            g = sub[sub["round"] == r]
+            # dialogue means first, then contexts as clusters
+            dm = g.groupby(["dialogue_id", "pair_key"], as_index=False)["value"].mean()
+            e = bootstrap_mean(dm["value"].to_numpy(float), dm["pair_key"].tolist(), n_boot=500, seed=seed)
+            means.append(e.mean), los.append(e.lo), his.append(e.hi)
+        ax.plot(rounds, means, marker="o", label=lab, color=colors[lab])
+        ax.fill_between(rounds, los, his, color=colors[lab], alpha=0.15)
+    ax.set_xlabel("round")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return to_data_uri(fig)
+
+
+def hbar(values: pd.Series, title: str, xlabel: str, *, xlim: tuple[float, float] | None = None,
+         err: tuple[pd.Series, pd.Series] | None = None) -> str | None:
+    """Horizontal bars of a labelled series (e.g. agreement per criterion), optional interval."""
+    v = values.dropna()
+    if v.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.0, 0.28 * len(v) + 1.0))
+    xerr = None
+    if err is not None:
+        lo, hi = err[0].reindex(v.index), err[1].reindex(v.index)
+        xerr = np.nan_to_num(np.vstack([np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)]))
+    ax.barh(range(len(v)), v.to_numpy(float), xerr=xerr, color="#4c72b0", capsize=2)
+    ax.set_yticks(range(len(v)), [str(i) for i in v.index], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if xlim:
+        ax.set_xlim(*xlim)
+    ax.axvline(0, color="black", lw=0.5)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return to_data_uri(fig)
+
+
+def stacked_shares(df: pd.DataFrame, title: str) -> str | None:
+    """Stacked horizontal bars of shares (rows = items, columns = outcome categories, values in 0-1)."""
+    if df.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 0.35 * len(df) + 1.0))
+    left = np.zeros(len(df))
+    cmap = plt.get_cmap("Set2")
+    for i, col in enumerate(df.columns):
+        vals = df[col].to_numpy(float)
+        ax.barh(range(len(df)), vals, left=left, label=str(col), color=cmap(i % 8))
+        left += vals
+    ax.set_yticks(range(len(df)), [str(i) for i in df.index], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=min(4, len(df.columns)), loc="upper left", bbox_to_anchor=(0, -0.15))
+    return to_data_uri(fig)
+
+
+def curves(df: pd.DataFrame, x: str, ys: Sequence[str], title: str) -> str | None:
+    """Training curves: each numeric column in ``ys`` against ``x``."""
+    ys = [y for y in ys if y in df.columns and pd.to_numeric(df[y], errors="coerce").notna().any()]
+    if not ys or x not in df.columns:
+        return None
+    fig, axes = plt.subplots(1, len(ys), figsize=(3.0 * len(ys), 2.6), squeeze=False)
+    for ax, y in zip(axes[0], ys):
+        d = df[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+        ax.plot(d[x], d[y], lw=1)
+        ax.set_title(y, fontsize=8)
+        ax.set_xlabel(x, fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    return to_data_uri(fig)

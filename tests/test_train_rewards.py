@@ -1,0 +1,91 @@
+"""Reward pieces: Bradley-Terry loss, format and composite rewards, directives, group redundancy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mascot_eval.train.diversity import block_redundancy, containment
+from mascot_eval.train.prompts import fallback_directive, parse_directive
+from mascot_eval.train.rewards import composite_reward, directive_format_reward, format_checks, format_reward
+from mascot_eval.train.stage2 import group_term, impute_unscored
+
+AGENTS = ["Anchor", "Catalyst", "Beacon"]
+
+
+def test_bt_loss_matches_hand_computation():
+    torch = pytest.importorskip("torch")
+    from mascot_eval.train.reward_model import bt_loss
+
+    rw, rl = torch.tensor([1.0, 0.0, 2.0]), torch.tensor([0.0, 1.0, 2.0])
+    # -log sigmoid(1) = log(1 + e^-1); -log sigmoid(-1) = log(1 + e); -log sigmoid(0) = log 2
+    hand = (math.log(1 + math.exp(-1)) + math.log(1 + math.e) + math.log(2)) / 3
+    assert float(bt_loss(rw, rl)) == pytest.approx(hand, abs=1e-6)
+    assert float(bt_loss(rw, rl)) == pytest.approx(0.7732, abs=1e-4)  # (0.3133 + 1.3133 + 0.6931) / 3
+    # gradient pushes chosen up and rejected down
+    a, b = torch.tensor([0.3], requires_grad=True), torch.tensor([0.1], requires_grad=True)
+    bt_loss(a, b).backward()
+    assert a.grad.item() < 0 < b.grad.item()
+
+
+def test_format_reward_parts():
+    good = "That sounds really hard. I'm here with you."
+    assert format_reward(good, "Anchor", ["Catalyst", "Beacon"]) == 1.0
+    assert format_reward("", "Anchor", ["Catalyst"]) == 0.0
+    cut = "That sounds really hard and I think that you"
+    assert format_checks(cut, "Anchor", ["Catalyst"], 120)["complete"] is False
+    assert format_reward(cut, "Anchor", ["Catalyst"]) == 0.75
+    impostor = "I hear you.\nCatalyst: What do you think happened?\nUser: I don't know."
+    assert format_checks(impostor, "Anchor", ["Catalyst"], 120)["own_voice"] is False
+    long = " ".join(["word"] * 30) + "."
+    assert format_checks(long, "Anchor", [], 20)["length_ok"] is False
+
+
+def test_composite_reward_weights():
+    assert composite_reward(0.8, 1.0) == pytest.approx(0.8 + 0.5)
+    assert composite_reward(-1.2, 0.5, rm_weight=2.0, format_weight=1.0) == pytest.approx(-2.4 + 0.5)
+    assert composite_reward(0.0, 0.0) == 0.0
+
+
+def test_parse_directive():
+    d, why = parse_directive('Sure! {"speaker": "anchor", "action": "validate the guilt", "tone": "calm"}', AGENTS)
+    assert d == {"speaker": "Anchor", "action": "validate the guilt", "tone": "calm"} and why is None
+    assert parse_directive("Anchor should speak", AGENTS) == (None, "no JSON object")
+    assert parse_directive('{"speaker": "Bob", "action": "x", "tone": "y"}', AGENTS)[1] == "unknown speaker 'Bob'"
+    assert parse_directive('{"speaker": "Beacon", "action": "", "tone": "y"}', AGENTS)[1] == "no action"
+    assert fallback_directive(AGENTS, ["Anchor"])["speaker"] == "Catalyst"
+
+
+def test_directive_format_reward():
+    assert directive_format_reward('{"speaker": "Beacon", "action": "praise effort", "tone": "bright"}', AGENTS) == 1.0
+    assert directive_format_reward('Next: {"speaker": "Beacon", "action": "praise", "tone": "bright"}', AGENTS) == 0.75
+    assert directive_format_reward('{"speaker": "Nobody"}', AGENTS) == 0.5
+    assert directive_format_reward("no json here", AGENTS) == 0.0
+
+
+def test_redundancy_penalises_repeated_speakers_and_content():
+    diverse = [("Anchor", "That sounds painful, and your feelings make sense."),
+               ("Catalyst", "What part of the result surprised you the most?"),
+               ("Beacon", "Studying every evening shows real persistence.")]
+    echo = [("Anchor", "That sounds painful, and your feelings make sense."),
+            ("Anchor", "That sounds painful, and your feelings make sense to me."),
+            ("Beacon", "That sounds painful and your feelings make sense.")]
+    d, e = block_redundancy(diverse, AGENTS), block_redundancy(echo, AGENTS)
+    assert d.speaker == 0.0 and d.content < 0.2
+    assert e.speaker == pytest.approx(0.5)  # one avoidable repeat in 2 follow-up turns
+    assert e.content > 0.8 and e.penalty > d.penalty + 1.0
+    # with more turns than agents some repeats are unavoidable and not penalised
+    four = [("Anchor", "a b"), ("Catalyst", "c d"), ("Beacon", "e f"), ("Anchor", "g h")]
+    assert block_redundancy(four, AGENTS).speaker == 0.0
+    assert block_redundancy(diverse[:1], AGENTS).penalty == 0.0
+    assert containment("the cat sat", "the cat sat down") == 1.0 and containment("", "x") == 0.0
+
+
+def test_group_term_and_unscored_imputation():
+    rows = [{"criterion": "fidelity", "score": 5}, {"criterion": "relevance", "score": 3},
+            {"criterion": "engagement", "score": None}, {"criterion": "originality", "score": 1}]
+    assert group_term(rows, ["fidelity", "relevance", "engagement"]) == pytest.approx((4 - 1) / 4)
+    assert group_term([{"criterion": "fidelity", "score": None}], ["fidelity"]) is None
+    # an unscored block takes its siblings' mean (same state), never zero; a state with none scored stays None
+    assert impute_unscored([0.5, None, 0.7, None], ["s1", "s1", "s1", "s2"]) == [0.5, pytest.approx(0.6), 0.7, None]
