@@ -56,7 +56,8 @@ class ClientSettings:
 
 
 def backend_name(spec: str) -> str:
-    return spec.split("/", 1)[0] if "/" in spec else spec.split("#", 1)[0]
+    """The backend kind of a spec: the part before the first '/' (after dropping a '#lora=' suffix)."""
+    return spec.split("#", 1)[0].split("/", 1)[0]
 
 
 def make_backend(spec: str) -> Backend:

@@ -176,9 +176,9 @@ class OpenAIBackend(_SDKBackend):
         return kw
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
+        key = self.api_key()  # a missing key fails before the SDK is even imported
         import openai
 
-        key = self.api_key()
         t0 = time.perf_counter()
         try:
             r = await self._client().chat.completions.create(**self._payload(request))
@@ -259,9 +259,9 @@ class AnthropicBackend(_SDKBackend):
         return kw
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
+        key = self.api_key()
         import anthropic
 
-        key = self.api_key()
         t0 = time.perf_counter()
         try:
             r = await self._client().messages.create(**self._payload(request))
