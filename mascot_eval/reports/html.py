@@ -24,7 +24,8 @@ from .. import __version__
 from ..criteria import AGENT_CRITERIA, GROUP_CRITERIA
 from ..fileio import atomic_write_text, read_jsonl
 from ..runs.summary import summarize_data
-from ..runs.tables import ALL_JUDGES, RunData, load_runs
+from ..runs.tables import ALL_JUDGES, RunData, load_runs, measure_order
+from ..stats.bootstrap import bootstrap_mean
 from ..stats.paired import significance_mark
 from . import plots
 from .leaderboard import cell, leaderboard_frame, measure_title, paper_comparison
@@ -41,7 +42,7 @@ img{max-width:100%;border:1px solid #dde;background:#fff}.muted{color:#888}
 details{background:#fff;border:1px solid #ccd;margin:4px 0;padding:4px 8px}summary{cursor:pointer;font-size:13px}
 .turn{margin:3px 0;font-size:13px}.turn .who{font-weight:600}.user .who{color:#8a3b12}.agent .who{color:#23395d}
 .dir{color:#777;font-size:11px}.rat{font-size:12px;color:#333}input#tfilter{width:320px;padding:4px}
-.paper td{background:#f6f6ee}
+.paper td{background:#f6f6ee}.tw{max-width:100%;overflow-x:auto}td.rationale{max-width:520px;text-align:left}
 """
 
 SCRIPT = """
@@ -83,7 +84,11 @@ def html_table(df: pd.DataFrame, *, digits: int = 2, left: Sequence[str] = (), c
     for _, r in df.iterrows():
         tds = "".join(f'<td class="{"l" if c in left else ""}">{_fmt(r[c], digits)}</td>' for c in df.columns)
         body.append(f"<tr>{tds}</tr>")
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<div class="tw"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _sys(label: str, reference: str | None) -> str:
+    return f"{label} (reference)" if reference and label == reference else str(label)
 
 
 def _img(uri: str | None, alt: str) -> str:
@@ -155,12 +160,12 @@ class ReportBuilder:
                 ms = [f"{level}.{c}" for c in crits] + [f"{level}.overall"]
                 if not any(m in g.columns and g[m].notna().any() for m in ms):
                     continue
-                rows = [{"System": r["system"], **{measure_title(m): cell(r, m) if m in g.columns else "–" for m in ms},
+                rows = [{"System": _sys(r["system"], ref), **{measure_title(m): cell(r, m) if m in g.columns else "–" for m in ms},
                          "n": r.get(f"{level}.overall.n", "")} for _, r in g.iterrows()]
                 parts.append(f"<h3>{level.capitalize()}-level, {E(split)}</h3>" + html_table(pd.DataFrame(rows), left=["System"]))
             mcols = [c for c in g.columns if c.startswith("metric.") and c.count(".") == 1 and g[c].notna().any()]
             if mcols:
-                rows = [{"System": r["system"], **{m.split(".", 1)[1]: cell(r, m) for m in mcols}} for _, r in g.iterrows()]
+                rows = [{"System": _sys(r["system"], ref), **{m.split(".", 1)[1]: cell(r, m) for m in mcols}} for _, r in g.iterrows()]
                 parts.append(f"<h3>Automatic metrics, {E(split)}</h3>" + html_table(pd.DataFrame(rows), left=["System"]))
         corpus = pd.DataFrame(self.summary.get("corpus_metrics", []))
         if not corpus.empty:
@@ -210,31 +215,105 @@ class ReportBuilder:
             body += "<h3>Radar per system (agent-level criteria)</h3>" + "".join(radars)
         self.add("charts", "Charts", body or '<p class="muted">(no scores to plot)</p>')
 
+    def _round_change(self, metric: str) -> pd.DataFrame:
+        """Per system: first-round and last-round mean of a per-round metric and the change (last - first)
+        with a 95% bootstrap over contexts of the per-dialogue changes."""
+        m = self.data.metrics
+        cols = ["system", "first round", "last round", "mean first", "mean last", "change", "change lo", "change hi", "n"]
+        if m.empty or "metric" not in m.columns:
+            return pd.DataFrame(columns=cols)
+        m = m[(m["metric"] == metric) & m["round"].notna() & m["dialogue_id"].notna()]
+        m = m.assign(value=pd.to_numeric(m["value"], errors="coerce"), round=pd.to_numeric(m["round"], errors="coerce")).dropna(
+            subset=["value", "round"])
+        rows = []
+        for lab, g in m.groupby("label", sort=True):
+            per = g.groupby(["dialogue_id", "pair_key", "round"], as_index=False)["value"].mean()
+            first_r, last_r = int(per["round"].min()), int(per["round"].max())
+            if first_r == last_r:
+                continue
+            a = per[per["round"] == first_r].set_index("dialogue_id")
+            b = per[per["round"] == last_r].set_index("dialogue_id")
+            ids = a.index.intersection(b.index)
+            d = (b.loc[ids, "value"] - a.loc[ids, "value"]).to_numpy(float)
+            e = bootstrap_mean(d, [plots.context_of(str(k)) for k in a.loc[ids, "pair_key"]], n_boot=self.agreement_boot,
+                               seed=self.summary["bootstrap"]["seed"])
+            rows.append({"system": lab, "first round": first_r, "last round": last_r, "mean first": float(a.loc[ids, "value"].mean()),
+                         "mean last": float(b.loc[ids, "value"].mean()), "change": e.mean, "change lo": e.lo, "change hi": e.hi,
+                         "n": e.n})
+        return pd.DataFrame(rows, columns=cols)
+
+    def _judge_round_frame(self, criterion: str) -> pd.DataFrame:
+        """Judge rows that carry a ``round`` (per-round judging) as a metrics-like frame; empty when judges
+        scored whole dialogues (the default)."""
+        rows = [{"dialogue_id": r["dialogue_id"], "pair_key": r["pair_key"], "label": self.data.label_of(r.get("run_id", ""), r["system"]),
+                 "agent": r.get("agent"), "round": r["round"], "metric": f"judge_{criterion}", "value": float(r["score_100"])}
+                for r in self.data.judgments
+                if r.get("round") is not None and r.get("criterion") == criterion and r.get("status") == "scored"
+                and r.get("score_100") is not None]
+        return pd.DataFrame(rows)
+
     def drift(self) -> None:
         m = self.data.metrics
-        if m.empty or "metric" not in m.columns:
-            self.add("drift", "Persona consistency per round", '<p class="muted">No metrics computed.</p>')
-            return
-        img = plots.per_round(m, "persona_similarity", "Persona similarity by round (drift)", "cosine to persona card")
-        note = ('<p class="note">Cosine similarity of each agent turn to its persona card (MiniLM embeddings), averaged per '
-                "round; a falling line is the persona collapsing toward a generic voice. Bands: 95% bootstrap over contexts.</p>")
-        extra = ""
-        for name in ("persona_distinctiveness", "persona_separation"):
-            extra += _img(plots.per_round(m, name, f"{name} by round", name), name) if name in set(m["metric"]) else ""
-        self.add("drift", "Persona consistency per round", note + (_img(img, "persona drift") if img else
-                 '<p class="muted">No per-turn persona_similarity metric in these runs.</p>') + extra)
+        parts = []
+        judged = self._judge_round_frame("consistency")
+        if not judged.empty:
+            parts.append("<h3>Judge consistency score per round</h3>" + _img(plots.per_round(
+                judged, "judge_consistency", "Judge consistency by round", "score (0-100)"), "judge consistency by round"))
+        parts.append(
+            '<p class="note">Judges score whole dialogues here (one Consistency score per agent and dialogue), so the '
+            "per-round view uses a <b>metric proxy</b>, not a judge score: <code>persona_similarity</code>, the cosine "
+            "similarity of each agent turn to its own persona card (MiniLM embeddings), and <code>persona_card_margin</code>, "
+            "own card minus the closest other card of the group (below 0: the turn reads more like another persona). "
+            "Values are averaged per dialogue and round; bands are 95% bootstrap intervals over contexts. A falling line "
+            "is the persona drifting toward a generic or shared voice (collapse).</p>")
+        names = set(m["metric"]) if not m.empty and "metric" in m.columns else set()
+        found = False
+        for name, title, ylabel in (("persona_similarity", "Persona similarity by round (drift)", "cosine to own persona card"),
+                                    ("persona_card_margin", "Persona card margin by round", "own card - closest other card")):
+            if name not in names:
+                continue
+            img = plots.per_round(m, name, title, ylabel)
+            if not img:
+                continue
+            found = True
+            parts.append(f"<h3>{E(name)}</h3>" + _img(img, f"{name} by round"))
+            change = self._round_change(name)
+            if not change.empty:
+                parts.append(f'<p class="note">{E(name)}: change from the first to the last round (per dialogue, '
+                             "95% bootstrap over contexts).</p>" + html_table(change, digits=3, left=["system"], cls="drift"))
+            by_agent = [
+                _img(plots.per_round(m[m["label"] == lab], name, f"{lab}: {name} per agent", ylabel, by="agent"), f"{name} per agent {lab}")
+                for lab in sorted(m[m["metric"] == name]["label"].unique())[:8]
+            ]
+            if any(by_agent):
+                parts.append(f"<details><summary>{E(name)} per agent</summary>{''.join(by_agent)}</details>")
+        if not found:
+            parts.append('<p class="muted">No per-turn persona metrics (persona_similarity, persona_card_margin) in these runs; '
+                         "compute them with <code>mascot-eval metrics</code>.</p>")
+        self.add("drift", "Persona consistency per round", "".join(parts))
 
     def redundancy(self) -> None:
         m = self.data.metrics
-        imgs = []
-        if not m.empty and "metric" in m.columns:
-            for name, label in (("inter_agent_selfbleu", "self-BLEU between agents"), ("inter_agent_cosine", "cosine between agents"),
-                                ("inter_agent_rougeL", "ROUGE-L between agents")):
-                if name in set(m["metric"]):
-                    imgs.append(_img(plots.per_round(m, name, f"Redundancy by round: {label}", name), name))
-        note = ('<p class="note">How much the agents of one round repeat each other (social sycophancy shows as rising '
-                "redundancy); lower is less redundant.</p>")
-        self.add("redundancy", "Redundancy per round", note + ("".join(imgs) if imgs else '<p class="muted">No per-round redundancy metrics.</p>'))
+        names = set(m["metric"]) if not m.empty and "metric" in m.columns else set()
+        parts = ['<p class="note">How much the agents of one round repeat each other: self-BLEU, ROUGE-L and embedding '
+                 "cosine between the replies of one round (higher = more redundant; social sycophancy shows as rising "
+                 "redundancy over the conversation). Bands: 95% bootstrap over contexts.</p>"]
+        found = False
+        for name, label in (("inter_agent_selfbleu", "self-BLEU between agents"), ("inter_agent_rougeL", "ROUGE-L between agents"),
+                            ("inter_agent_cosine", "cosine between agents")):
+            if name not in names:
+                continue
+            img = plots.per_round(m, name, f"Redundancy by round: {label}", name)
+            if not img:
+                continue
+            found = True
+            parts.append(f"<h3>{E(name)}</h3>" + _img(img, f"{name} by round"))
+            change = self._round_change(name)
+            if not change.empty:
+                parts.append(html_table(change, digits=3, left=["system"], cls="redundancy"))
+        if not found:
+            parts.append('<p class="muted">No per-round redundancy metrics in these runs.</p>')
+        self.add("redundancy", "Redundancy per round", "".join(parts))
 
     def judges(self) -> None:
         parts = []
@@ -244,12 +323,13 @@ class ReportBuilder:
             return
         per_judge = self.est[(self.est["judge"] != ALL_JUDGES) & self.est["measure"].str.match(r"^(agent|group)\.")] if not self.est.empty else self.est
         if not per_judge.empty:
-            pj = per_judge.pivot_table(index=["label", "split", "measure"], columns="judge", values="mean").reset_index()
-            parts.append("<h3>Mean score per judge (0-100)</h3>" + html_table(pj, digits=1, left=["label", "split", "measure"]))
+            pj = per_judge.pivot_table(index=["label", "split", "judge"], columns="measure", values="mean")
+            pj = pj[measure_order(pj.columns)].reset_index()
+            parts.append("<h3>Mean score per judge (0-100)</h3>" + html_table(pj, digits=1, left=["label", "split", "judge"], cls="perjudge"))
         try:
             from ..judges.agreement import agreement_table
 
-            ag = agreement_table(rows, n_boot=self.agreement_boot, seed=self.summary['bootstrap']['seed'])
+            ag = agreement_table(rows, n_boot=self.agreement_boot, seed=self.summary["bootstrap"]["seed"])
         except ImportError as exc:
             ag = None
             parts.append(f'<p class="muted">Agreement unavailable: {E(str(exc))}</p>')
@@ -257,7 +337,10 @@ class ReportBuilder:
             if ag.empty:
                 parts.append('<p class="muted">Agreement needs at least two judges scoring the same items.</p>')
             else:
-                parts.append("<h3>Agreement (Krippendorff's alpha, Spearman)</h3>" + html_table(ag, digits=3, left=["level", "criterion", "statistic", "judges"]))
+                parts.append("<h3>Agreement (Krippendorff's alpha, Spearman)</h3>"
+                             '<p class="note">Alpha (interval and ordinal) over all judges on the items they scored; Spearman per '
+                             "pair of judges; 95% bootstrap over items. n_items = scored units (agent x dialogue or dialogue).</p>"
+                             + html_table(ag, digits=3, left=["level", "criterion", "statistic", "judges"], cls="agreement"))
                 a = ag[ag["statistic"] == "alpha_interval"]
                 if not a.empty:
                     idx = a["level"] + "." + a["criterion"]
@@ -267,7 +350,7 @@ class ReportBuilder:
             from ..judges.diagnostics import diagnostics_table
 
             diag = diagnostics_table(rows, [t for _, t in self.data.transcripts], self.data.comparisons)
-            parts.append("<h3>Diagnostics per judge</h3>" + html_table(diag, digits=3, left=["judge", "judge_model"]))
+            parts.append("<h3>Diagnostics per judge</h3>" + html_table(diag, digits=3, left=["judge", "judge_model"], cls="diagnostics"))
         except ImportError as exc:
             parts.append(f'<p class="muted">Diagnostics unavailable: {E(str(exc))}</p>')
         self.add("judges", "Judge agreement and diagnostics", "".join(parts))
@@ -278,9 +361,9 @@ class ReportBuilder:
             self.add("threeway", "Three-way comparisons", '<p class="muted">No three-way comparisons; run '
                      "<code>mascot-eval compare RUN_DIR...</code> to add them.</p>")
             return
-        from ..judges.threeway import summarize_comparisons
+        from ..judges.threeway import latest_comparisons, summarize_comparisons
 
-        s = summarize_comparisons(comps)
+        s = summarize_comparisons(comps, n_boot=self.agreement_boot, seed=self.summary["bootstrap"]["seed"])
         pooled = s.get("pooled") or {}
         rows, shares = [], {}
         for sysname, d in (pooled.get("systems") or {}).items():
@@ -291,15 +374,42 @@ class ReportBuilder:
             shares[sysname] = {"win": d["win"]["mean"], "tie": d["tie"]["mean"], "loss": d["loss"]["mean"]}
         fp = pooled.get("first_position_rate") or {}
         od = pooled.get("order_disagreement") or {}
-        body = (html_table(pd.DataFrame(rows), digits=3, left=["system"]) +
+        body = ('<p class="note">A judge sees the three systems\' dialogues of one context, anonymised, in every order, and '
+                "names the best (or a tie). Win/tie/loss: share of valid calls, 95% bootstrap over contexts; Bradley-Terry "
+                "log-strengths from the pairwise outcomes (ties count half).</p>"
+                + html_table(pd.DataFrame(rows), digits=3, left=["system"], cls="threeway") +
                 f'<p class="note">Calls {pooled.get("n_calls", 0)}, valid {pooled.get("n_valid", 0)}, unscored {pooled.get("n_unscored", 0)}; '
                 f"orders per context {s.get('orders_per_context', '–')}; first-position pick rate {_fmt(fp.get('mean'), 3)} "
                 f"[{_fmt(fp.get('lo'), 3)}, {_fmt(fp.get('hi'), 3)}] (1/3 = no position bias); orders disagreeing on a context "
                 f"{_fmt(od.get('mean'), 3)}; majority verdicts {E(json.dumps(pooled.get('context_verdicts', {})))}.</p>")
+        per_judge = []
+        for j, b in (s.get("judges") or {}).items():
+            pos = b.get("position_rates") or {}
+            per_judge.append({"judge": j, "calls": b["n_calls"], "valid": b["n_valid"], "unscored": b["n_unscored"],
+                              **{f"picks position {p}": (pos.get(p) or {}).get("mean") for p in ("1", "2", "3")},
+                              "tie rate": (b.get("tie_rate") or {}).get("mean"),
+                              "orders disagree": (b.get("order_disagreement") or {}).get("mean")})
+        if per_judge:
+            body += "<h3>Per judge: position bias and order agreement</h3>" + html_table(pd.DataFrame(per_judge), digits=3, left=["judge"])
         body += _img(plots.stacked_shares(pd.DataFrame(shares).T, "Three-way outcome shares (pooled judges)"), "three-way shares")
+        by_ctx: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in latest_comparisons(comps):
+            by_ctx[r["pair_key"]].append(r)
+        verdicts = []
+        for key in sorted(by_ctx)[: self.max_transcripts]:
+            vr = pd.DataFrame([{"judge": r["judge"], "order": " / ".join(r["order"]), "best": r.get("best_system") or
+                                ("tie" if r.get("tie") else "–"), "status": r["status"], "reason": r.get("reason") or "",
+                                "rationale": r.get("rationale") or ""}
+                               for r in sorted(by_ctx[key], key=lambda r: (r["judge"], r.get("order_index", 0)))])
+            verdicts.append(f'<details class="verdict"><summary>{E(key)} · {len(vr)} calls</summary>'
+                            + html_table(vr, left=list(vr.columns), cls="rat") + "</details>")
+        body += "<h3>Verdicts and rationales per context</h3>" + "".join(verdicts)
         self.add("threeway", "Three-way comparisons", body)
 
     def training(self) -> None:
+        """Training curves of the trainer checkpoint a run was generated from (``models.checkpoint`` in the manifest)."""
+        from ..train.plots import curves as train_curves
+
         parts = []
         for run_id, m in sorted(self.data.manifests.items()):
             models = m.get("models") if isinstance(m.get("models"), dict) else {}
@@ -310,21 +420,44 @@ class ReportBuilder:
             if not log.exists():
                 parts.append(f'<p class="muted">{E(run_id)}: checkpoint {E(ck)} has no train_log.jsonl here.</p>')
                 continue
-            df = pd.DataFrame(list(read_jsonl(log)))
-            if df.empty:
-                continue
-            group_key = next((k for k in ("stage", "phase", "step_name", "component") if k in df.columns), None)
-            groups = df.groupby(group_key, sort=False) if group_key else [("log", df)]
-            for name, g in groups:
-                g = g.reset_index(drop=True)
-                x = "step" if "step" in g.columns else None
-                if x is None:
-                    g = g.assign(row=range(len(g)))
-                    x = "row"
-                ys = [c for c in g.columns if c not in (x, "time", group_key, "epoch") and pd.to_numeric(g[c], errors="coerce").notna().sum() > 1][:6]
-                parts.append(_img(plots.curves(g, x, ys, f"{run_id}: {name}"), f"training {name}"))
+            rows = list(read_jsonl(log))
+            panels = train_curves(rows)  # reward, kl, loss per GRPO adapter; reward-model accuracy per epoch
+            rm = [r for r in rows if r.get("step_name") == "reward_model" and isinstance(r.get("loss"), (int, float))]
+            if rm:
+                panels["reward model loss"] = {"Bradley-Terry loss": [(int(r["epoch"]), float(r["loss"])) for r in rm]}
+            comp: dict[str, list[tuple[int, float]]] = {}
+            for r in rows:
+                if r.get("step_name") == "grpo" and "step" in r:
+                    for k, v in r.items():
+                        if k.startswith("rewards/") and isinstance(v, (int, float)) and math.isfinite(v):
+                            comp.setdefault(f"{r.get('name')}: {k[len('rewards/'):]}", []).append((int(r["step"]), float(v)))
+            if comp:
+                panels["reward components"] = comp
+            img = plots.panels(panels, f"{run_id}: training log of {ck}",
+                               xlabels={"reward model accuracy": "epoch", "reward model loss": "epoch"})
+            info = self._checkpoint_info(Path(ck), rows)
+            parts.append(f"<h3>{E(run_id)}: checkpoint <code>{E(str(ck))}</code></h3>" + html_table(info, digits=3, left=["part", "stage"])
+                         + (_img(img, f"training curves {run_id}") if img else '<p class="muted">The training log has nothing to plot.</p>'))
         if parts:
-            self.add("training", "Training logs", "".join(parts))
+            self.add("training", "Training logs", '<p class="note">From the trainer output folder named in the run\'s manifest '
+                     "(<code>train_log.jsonl</code>): GRPO reward, KL and loss per adapter (Stage 1 personas, Stage 2 Director), "
+                     "reward-model accuracy and loss per epoch.</p>" + "".join(parts))
+
+    @staticmethod
+    def _checkpoint_info(ck: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
+        out = []
+        for name in dict.fromkeys(str(r.get("name")) for r in rows if r.get("step_name") == "grpo"):
+            g = [r for r in rows if r.get("step_name") == "grpo" and str(r.get("name")) == name]
+            last = g[-1]
+            out.append({"part": name, "stage": last.get("stage", ""), "steps": last.get("step"),
+                        "first reward": g[0].get("reward"), "last reward": last.get("reward"), "last kl": last.get("kl"),
+                        "last loss": last.get("loss")})
+        rm = [r for r in rows if r.get("step_name") == "reward_model"]
+        if rm:
+            out.append({"part": "reward model", "stage": rm[-1].get("stage", ""), "steps": rm[-1].get("epoch"),
+                        "first reward": None, "last reward": None, "last kl": None, "last loss": rm[-1].get("loss"),
+                        "heldout acc": rm[-1].get("heldout_acc")})
+        return pd.DataFrame(out)
 
     def transcripts(self) -> None:
         by_dlg: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)

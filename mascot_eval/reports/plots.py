@@ -82,33 +82,78 @@ def radar(est: pd.DataFrame, label: str, measures: Sequence[str], title: str) ->
     return to_data_uri(fig)
 
 
-def per_round(metrics: pd.DataFrame, metric: str, title: str, ylabel: str, *, seed: int = 0) -> str | None:
-    """Mean of a per-turn or per-round metric by round, one line per system, 95% cluster-bootstrap band."""
+def context_of(pair_key: str) -> str:
+    """The context part of a pair key ``task:context_id:profile`` (profiles of one context resample together)."""
+    return pair_key[: pair_key.rfind(":")] if ":" in pair_key else pair_key
+
+
+def round_table(metrics: pd.DataFrame, metric: str, *, by: str = "label", n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
+    """Per ``by`` value and round: mean of the per-dialogue means of ``metric``, 95% bootstrap over contexts, n."""
+    cols = [by, "round", "mean", "lo", "hi", "n"]
+    if metrics.empty or "metric" not in metrics.columns or "round" not in metrics.columns:
+        return pd.DataFrame(columns=cols)
     m = metrics[(metrics["metric"] == metric) & metrics["round"].notna() & metrics["dialogue_id"].notna()]
-    if m.empty:
-        return None
     m = m.assign(value=pd.to_numeric(m["value"], errors="coerce")).dropna(subset=["value"])
-    labels = sorted(m["label"].unique())
-    colors = _colors(labels)
+    if m.empty or by not in m.columns:
+        return pd.DataFrame(columns=cols)
+    m = m.assign(round=m["round"].astype(float).astype(int))
+    rows = []
+    for (key, r), g in m.groupby([by, "round"], sort=True):
+        dm = g.groupby(["dialogue_id", "pair_key"], as_index=False)["value"].mean()  # dialogue means first
+        e = bootstrap_mean(dm["value"].to_numpy(float), [context_of(str(k)) for k in dm["pair_key"]], n_boot=n_boot, seed=seed)
+        rows.append({by: key, "round": int(r), "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def per_round(metrics: pd.DataFrame, metric: str, title: str, ylabel: str, *, by: str = "label", seed: int = 0) -> str | None:
+    """Mean of a per-turn or per-round metric by round, one line per ``by`` value (system or agent),
+    with the 95% cluster-bootstrap band (contexts resampled)."""
+    t = round_table(metrics, metric, by=by, seed=seed)
+    if t.empty:
+        return None
+    keys = sorted(t[by].astype(str).unique())
+    colors = _colors(keys)
     fig, ax = plt.subplots(figsize=(5.0, 3.0))
-    for lab in labels:
-        sub = m[m["label"] == lab]
-        rounds = sorted(int(r) for r in sub["round"].unique())
-        means, los, his = [], [], []
-        for r in rounds:
-            g = sub[sub["round"] == r]
-            # dialogue means first, then contexts as clusters
-            dm = g.groupby(["dialogue_id", "pair_key"], as_index=False)["value"].mean()
-            e = bootstrap_mean(dm["value"].to_numpy(float), dm["pair_key"].tolist(), n_boot=500, seed=seed)
-            means.append(e.mean), los.append(e.lo), his.append(e.hi)
-        ax.plot(rounds, means, marker="o", label=lab, color=colors[lab])
-        ax.fill_between(rounds, los, his, color=colors[lab], alpha=0.15)
+    for key in keys:
+        sub = t[t[by].astype(str) == key].sort_values("round")
+        ax.plot(sub["round"], sub["mean"], marker="o", label=key, color=colors[key])
+        ax.fill_between(sub["round"], sub["lo"], sub["hi"], color=colors[key], alpha=0.15)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    return to_data_uri(fig)
+
+
+def panels(data: dict[str, dict[str, Sequence[tuple[float, float]]]], title: str, *,
+           xlabels: dict[str, str] | None = None) -> str | None:
+    """Small multiples: one axis per panel, one line per series of (x, y) points (training logs)."""
+    data = {k: v for k, v in data.items() if any(len(pts) for pts in v.values())}
+    if not data:
+        return None
+    ncols = min(3, len(data))
+    nrows = math.ceil(len(data) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.7 * nrows), squeeze=False)
+    for ax, (panel, series) in zip(axes.flat, data.items()):
+        for name, pts in sorted(series.items()):
+            pts = sorted(pts)
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker="o" if len(pts) < 30 else None, ms=3, lw=1.2, label=name)
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel((xlabels or {}).get(panel, "step"), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        if len(series) > 1:
+            ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(data):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return to_data_uri(fig)
 
 
@@ -151,20 +196,4 @@ def stacked_shares(df: pd.DataFrame, title: str) -> str | None:
     ax.set_xlim(0, 1)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=min(4, len(df.columns)), loc="upper left", bbox_to_anchor=(0, -0.15))
-    return to_data_uri(fig)
-
-
-def curves(df: pd.DataFrame, x: str, ys: Sequence[str], title: str) -> str | None:
-    """Training curves: each numeric column in ``ys`` against ``x``."""
-    ys = [y for y in ys if y in df.columns and pd.to_numeric(df[y], errors="coerce").notna().any()]
-    if not ys or x not in df.columns:
-        return None
-    fig, axes = plt.subplots(1, len(ys), figsize=(3.0 * len(ys), 2.6), squeeze=False)
-    for ax, y in zip(axes[0], ys):
-        d = df[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
-        ax.plot(d[x], d[y], lw=1)
-        ax.set_title(y, fontsize=8)
-        ax.set_xlabel(x, fontsize=7)
-        ax.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=10)
     return to_data_uri(fig)
