@@ -1,0 +1,259 @@
+"""`mascot-eval run`: the whole job in one command (generate -> judge -> metrics -> summary -> report).
+
+Every step reads what the previous one wrote into the run directory and skips what is already
+there, so a killed run resumes where it stopped when the same command is run again. Without
+``--out`` the run directory is named after the settings (``results/runs/<tasks>-<systems>-<hash>``),
+so rerunning the same command resumes the same run instead of starting a new one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .options import client_options, pop_client_options
+
+
+def _split(values: tuple[str, ...] | list[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _none(names: list[str]) -> bool:
+    return names == ["none"]
+
+
+@click.command()
+@click.option("--task", "tasks", multiple=True, default=("demo",), show_default=True,
+              help="Task name, task file or suite (in-domain, ood, all); repeat or comma-separate.")
+@click.option("--system", "systems", multiple=True, default=("mascot",), show_default=True,
+              help="System name (see `mascot-eval systems list`) or a YAML path; repeat or comma-separate.")
+@click.option("--judges", default=None,
+              help="Comma-separated judges (gpt, claude, local, a judges/*.yaml name or a model spec), or 'none'. "
+                   "Default: the judges the task files name (judging.judges).")
+@click.option("--metrics", "metric_names", default=None,
+              help="Comma-separated metric names, 'all' or 'none' (see `mascot-eval metrics --list`). "
+                   "Default: the metrics the task files name.")
+@click.option("--levels", default="agent,group", show_default=True, help="Judge rubrics: agent, group or both.")
+@click.option("--model", default="embedded", show_default=True,
+              help="Model spec for every role a system does not set itself (embedded, hf/..., openai/..., ...).")
+@click.option("--user-model", default=None, help="Model spec of the simulated user (default: --model).")
+@click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
+              help="Trainer output folder (checkpoint.json + LoRA adapters) for mascot, its ablations and sft.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Use only the first N contexts of each task (default: the task's sample size).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run directory (default: results/runs/<tasks>-<systems>-<settings hash>; the same command resumes it).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset folder (default: $MASCOT_DATA_DIR).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Run seed (sampling and bootstrap).")
+@click.option("--reference", default=None, help="System the others are tested against (default: mascot if present).")
+@click.option("--test", type=click.Choice(["wilcoxon", "permutation"]), default="wilcoxon", show_default=True,
+              help="Paired test between systems on shared contexts (Holm-corrected).")
+@click.option("--n-boot", type=click.IntRange(100, 100000), default=2000, show_default=True, help="Bootstrap replicates.")
+@click.option("--no-report", is_flag=True, default=False, help="Skip the HTML report.")
+@click.option("--no-progress", is_flag=True, default=False, help="Do not show progress.")
+@client_options
+def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpoint, limit, out, data_dir, seed,
+        reference, test, n_boot, no_report, no_progress, **kw) -> None:
+    """Evaluate systems on tasks end to end: generate dialogues, judge them, compute the automatic
+    metrics, write summary.json (means, n, 95% bootstrap intervals, paired tests) and report.html.
+
+    With no flags: MASCOT on the built-in demo task with the embedded SmolLM2 model and the local judge.
+
+    \b
+    Examples:
+      mascot-eval run
+      mascot-eval run --task in-domain --system mascot,zero-shot,multiagentesc --judges gpt,claude
+      mascot-eval run --system mascot --checkpoint checkpoints/tiny --out results/runs/candidate
+    """
+    from ..errors import UserError
+    from ..fileio import stable_hash
+    from ..paths import data_dir as resolve_data_dir
+    from ..runs.manifest import finish_run, start_run
+    from ..runs.rundir import RunDir
+    from ..taskspec import resolve_tasks
+
+    t_start = time.perf_counter()
+    settings = pop_client_options(kw)
+    task_specs = resolve_tasks(_split(tasks))
+    system_names = _split(systems)
+    judge_names = _split([judges]) if judges else _task_default(task_specs, "judges")
+    metrics_list = _split([metric_names]) if metric_names else _task_default(task_specs, "metrics")
+    level_list = _split([levels])
+    ddir = resolve_data_dir(data_dir)
+
+    identity = {
+        "tasks": {t.name: t.content_hash for t in task_specs}, "systems": system_names, "model": model,
+        "user_model": user_model, "checkpoint": str(Path(checkpoint).resolve()) if checkpoint else None,
+        "limit": limit, "seed": seed,
+    }
+    run_settings = {**identity, "judges": judge_names, "metrics": metrics_list, "levels": level_list,
+                    "max_connections": settings.max_connections, "cost_limit": settings.cost_limit,
+                    "use_cache": settings.use_cache}
+    if out:
+        rundir = RunDir(Path(out), create=True)
+    else:
+        slug = "+".join(t.name for t in task_specs)[:40] + "_" + "+".join(system_names)[:40]
+        rundir = RunDir.default(f"{slug}-{stable_hash(identity)[:8]}".replace("/", "_"))
+    start_run(rundir, command=["mascot-eval", *sys.argv[1:]], settings=run_settings, tasks=task_specs)
+    click.echo(f"run directory: {rundir.path}", err=True)
+
+    steps: dict[str, Any] = {}
+    status = "complete"
+    try:
+        steps["generate"] = _generate(rundir, task_specs, system_names, model=model, user_model=user_model,
+                                      checkpoint=checkpoint, limit=limit, data_dir=ddir, settings=settings,
+                                      seed=seed, progress=not no_progress)
+        if steps["generate"]["failed"]:
+            status = "complete_with_failures"
+        if not rundir.transcripts():
+            raise UserError(f"{rundir.transcripts_path}: no dialogue finished, nothing to evaluate; see the failures above")
+        if not _none(judge_names):
+            steps["judge"] = _judge(rundir, judge_names, settings, level_list, progress=not no_progress)
+        if not _none(metrics_list):
+            steps["metrics"] = _metrics(rundir, metrics_list)
+        steps["summary"] = _summary(rundir, reference=reference, test=test, n_boot=n_boot, seed=seed)
+        if not no_report:
+            steps["report"] = _report(rundir, reference=reference, test=test, n_boot=n_boot, seed=seed)
+    except (UserError, KeyboardInterrupt):
+        finish_run(rundir, status="stopped", steps=steps, usage=_usage(steps), cost_usd=_cost(steps))
+        click.echo(f"stopped: what finished is saved in {rundir.path}; rerun the same command to resume", err=True)
+        raise
+    finish_run(rundir, status=status, steps=steps, usage=_usage(steps), cost_usd=_cost(steps))
+    _print_results(rundir)
+    click.echo(f"\n{status} in {time.perf_counter() - t_start:.1f}s; run directory: {rundir.path}")
+    if "report" in steps:
+        click.echo(f"report: {steps['report']['path']}")
+    if status != "complete":
+        for f in steps["generate"]["failures"][:5]:
+            click.echo(f"failed: {f['dialogue_id']}: {f['error']}", err=True)
+        click.echo("some dialogues failed; rerun the same command to retry them", err=True)
+        raise SystemExit(1)
+
+
+def _task_default(task_specs, what: str) -> list[str]:
+    """Union, in order, of what the task files name for judges or metrics."""
+    out: list[str] = []
+    for t in task_specs:
+        names = list(t.judging.judges) if what == "judges" else list(t.metrics)
+        for n in names:
+            if n not in out:
+                out.append(n)
+    return out or ["none"]
+
+
+def _generate(rundir, task_specs, system_names, *, progress: bool, **kw) -> dict[str, Any]:
+    from ..errors import UserError
+    from ..systems.generate import generate
+
+    click.echo(f"[1/5] generate: {', '.join(t.name for t in task_specs)} x {', '.join(system_names)}", err=True)
+    try:
+        res = generate(rundir, task_specs, system_names, progress=progress, **kw)
+    except UserError as exc:
+        partial = getattr(exc, "generate_result", None)
+        if partial is not None:
+            click.echo(f"generate stopped: {partial.new} new dialogue(s) saved, {partial.reused} reused", err=True)
+        raise
+    click.echo(f"      {res.new} new, {res.reused} reused, {res.failed} failed dialogue(s) in {res.seconds:.1f}s "
+               f"({res.calls} calls, {res.tokens} tokens, ${res.cost_usd:.4f})", err=True)
+    return {"new": res.new, "reused": res.reused, "failed": res.failed, "failures": res.failures[:50],
+            "seconds": res.seconds, "calls": res.calls, "tokens": res.tokens, "cost_usd": res.cost_usd}
+
+
+def _judge(rundir, judge_names: list[str], settings, levels: list[str], *, progress: bool) -> dict[str, Any]:
+    from ..judges.run import judge_rundir
+
+    click.echo(f"[2/5] judge: {', '.join(judge_names)} ({', '.join(levels)} rubrics)", err=True)
+    res = judge_rundir(rundir, ",".join(judge_names), settings=settings, levels=levels, progress=progress)
+    click.echo(f"      {res.new_units} new judge calls ({res.unscored_units} unscored), {res.reused_units} reused, "
+               f"{res.seconds:.1f}s", err=True)
+    return {"judges": judge_names, "new_units": res.new_units, "reused_units": res.reused_units,
+            "unscored_units": res.unscored_units, "seconds": round(res.seconds, 3), "per_judge": res.per_judge}
+
+
+def _metrics(rundir, names: list[str]) -> dict[str, Any]:
+    from ..metrics.compute import compute_rundir
+
+    click.echo(f"[3/5] metrics: {', '.join(names)}", err=True)
+    t0 = time.perf_counter()
+    df = compute_rundir(rundir, None if names == ["all"] else names)
+    seconds = time.perf_counter() - t0
+    click.echo(f"      {len(df)} metric rows in {seconds:.1f}s", err=True)
+    return {"rows": int(len(df)), "seconds": round(seconds, 3)}
+
+
+def _summary(rundir, **kw) -> dict[str, Any]:
+    from ..runs.summary import summarize
+
+    click.echo("[4/5] statistics: bootstrap intervals and paired tests", err=True)
+    t0 = time.perf_counter()
+    s = summarize(rundir, **kw)
+    return {"path": str(rundir.summary_path), "estimates": len(s["estimates"]), "comparisons": len(s["comparisons"]),
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _report(rundir, **kw) -> dict[str, Any]:
+    from ..reports.html import build_report
+
+    click.echo("[5/5] report", err=True)
+    t0 = time.perf_counter()
+    path = build_report([rundir], rundir.report_path, **kw)
+    return {"path": str(path), "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _usage(steps: dict[str, Any]) -> dict[str, Any]:
+    g = steps.get("generate") or {}
+    return {"generate": {"calls": g.get("calls", 0), "tokens": g.get("tokens", 0), "cost_usd": g.get("cost_usd", 0.0)}}
+
+
+def _cost(steps: dict[str, Any]) -> float:
+    return float((steps.get("generate") or {}).get("cost_usd") or 0.0)
+
+
+# measures printed in the compact table (the report and summary.json hold everything)
+SHOWN = [("agent.overall", "agent overall"), ("group.overall", "group overall"),
+         ("metric.inter_agent_selfbleu", "self-BLEU"), ("metric.persona_separability", "persona sep.")]
+
+
+def _print_results(rundir) -> None:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = json.loads(rundir.summary_path.read_text())
+    est = [e for e in summary["estimates"] if e.get("judge") == "all"]
+    shown = [(m, h) for m, h in SHOWN if any(e["measure"] == m for e in est)]
+    table = Table(title="Results (0-100 for judge scores; mean [95% CI] n contexts)", show_lines=False)
+    table.add_column("system")
+    table.add_column("split")
+    for _, head in shown:
+        table.add_column(head, justify="right")
+    keys = sorted({(e["label"], e["split"]) for e in est})
+    for label, split in keys:
+        cells = []
+        for m, _ in shown:
+            e = next((x for x in est if x["label"] == label and x["split"] == split and x["measure"] == m), None)
+            cells.append(_cell(e))
+        table.add_row(label, split, *cells)
+    console = Console()
+    console.print(table)
+    unscored = summary["counts"].get("judgments_unscored") or {}
+    scored = summary["counts"].get("judgments_scored") or {}
+    for judge in sorted(set(unscored) | set(scored)):
+        bad = sum(unscored.get(judge, {}).values())
+        total = bad + scored.get(judge, 0)
+        if total:
+            console.print(f"judge {judge}: {bad}/{total} score rows unscored ({bad / total:.0%}), never counted as zero")
+
+
+def _cell(e: dict[str, Any] | None) -> str:
+    if not e or e.get("mean") is None:
+        return "-"
+    digits = 1 if e["measure"].startswith(("agent.", "group.")) else 3
+    lo, hi = e.get("lo"), e.get("hi")
+    ci = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if lo is not None and hi is not None else ""
+    return f"{e['mean']:.{digits}f}{ci} n={e['n']}"
