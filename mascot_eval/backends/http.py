@@ -249,9 +249,12 @@ class AnthropicBackend(_SDKBackend):
                 msgs.append({"role": m["role"], "content": m["content"]})
         if not msgs or msgs[0]["role"] != "user":
             msgs.insert(0, {"role": "user", "content": "(conversation start)"})
-        kw: dict[str, Any] = {"model": self.model, "messages": msgs, "max_tokens": p.max_tokens, "temperature": p.temperature}
+        # Sampling settings go in the JSON body: recent SDKs dropped them from create()'s keywords,
+        # while the API (and compatible servers) still read them.
+        sampling: dict[str, Any] = {"temperature": p.temperature}
         if p.top_p < 1.0:
-            kw["top_p"] = p.top_p
+            sampling["top_p"] = p.top_p
+        kw: dict[str, Any] = {"model": self.model, "messages": msgs, "max_tokens": p.max_tokens, "extra_body": sampling}
         if system:
             kw["system"] = system
         if p.stop:
