@@ -84,6 +84,7 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
     metrics_list = _split([metric_names]) if metric_names else _task_default(task_specs, "metrics")
     level_list = _split([levels])
     ddir = resolve_data_dir(data_dir)
+    _check_names(system_names, judge_names, metrics_list, level_list)  # before anything is written
 
     identity = {
         "tasks": {t.name: t.content_hash for t in task_specs}, "systems": system_names, "model": model,
@@ -132,6 +133,24 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
             click.echo(f"failed: {f['dialogue_id']}: {f['error']}", err=True)
         click.echo("some dialogues failed; rerun the same command to retry them", err=True)
         raise SystemExit(1)
+
+
+def _check_names(system_names: list[str], judge_names: list[str], metrics_list: list[str], levels: list[str]) -> None:
+    """Fail with one line on an unknown system, judge, metric or level before anything is written."""
+    from ..errors import UserError
+    from ..judges.specs import parse_judges
+    from ..metrics.compute import resolve_metrics
+    from ..systems.config import load_system_config
+
+    for name in system_names:
+        load_system_config(name)
+    if not _none(judge_names):
+        parse_judges(judge_names)
+    if not _none(metrics_list) and metrics_list != ["all"]:
+        resolve_metrics(metrics_list)
+    for lv in levels:
+        if lv not in ("agent", "group"):
+            raise UserError(f"--levels: unknown level '{lv}'; use agent, group or both")
 
 
 def _task_default(task_specs, what: str) -> list[str]:

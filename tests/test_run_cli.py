@@ -1,0 +1,159 @@
+"""`mascot-eval run` end to end on the fake backend: every file of the run directory, the printed
+table, the default run directory (same command -> same folder), resume after a kill, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from mascot_eval.cli.main import main
+from mascot_eval.runs.rundir import RunDir
+from tests.judge_helpers import criteria_in, scores_json
+
+FAST_METRICS = "distinct_1,inter_agent_selfbleu,inter_agent_rougeL,turn_length_tokens"
+
+
+def _cli(args, capsys):
+    code = 0
+    try:
+        main(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _judge(req):
+    p = req.messages[-1]["content"]
+    crit = criteria_in(p) if '{"rationale"' in p else []
+    return scores_json(crit, 2 + len(p) % 4) if crit else "no json here"
+
+
+def _args(out, gen, judge, *extra):
+    return ["run", "--task", "demo", "--limit", "3", "--system", "mascot,zero-shot", "--model", gen,
+            "--judges", judge, "--metrics", FAST_METRICS, "--n-boot", "200", "--no-progress",
+            *(["--out", str(out)] if out else []), *extra]
+
+
+def test_run_writes_the_whole_run_directory(tmp_path, fake_model, tmp_cache, capsys):
+    from tests import fakes
+
+    gen = fake_model("run-gen", fakes.default_responder)
+    judge = fake_model("run-judge", _judge)
+    out = tmp_path / "run"
+    code, stdout, err = _cli(_args(out, gen, judge), capsys)
+    assert code == 0, err
+    rd = RunDir(out)
+    ts = rd.transcripts()
+    assert sorted({t.system for t in ts}) == ["mascot", "zero-shot"] and len(ts) == 6
+    rows = list(rd.judgments())
+    assert rows and all(r["judge"] == judge for r in rows)
+    assert {r["level"] for r in rows} == {"agent", "group"}
+    metrics = pd.read_parquet(rd.metrics_path)
+    assert set(metrics["metric"]) == set(FAST_METRICS.split(","))
+    assert (out / "metrics.csv").exists()
+    summary = json.loads(rd.summary_path.read_text())
+    est = {(e["label"], e["measure"], e["judge"]): e for e in summary["estimates"]}
+    e = est[("mascot", "agent.overall", "all")]
+    assert e["n"] == 3 and e["lo"] <= e["mean"] <= e["hi"]
+    assert ("zero-shot", "metric.inter_agent_selfbleu", "all") in est
+    assert summary["reference"] == "mascot" and summary["comparisons"]
+    html = rd.report_path.read_text()
+    assert "<table" in html and "data:image/png;base64," in html
+    m = rd.read_manifest()
+    assert m["status"] == "complete" and m["provenance"]["package"] == "mascot-eval"
+    assert m["task_files"]["demo"]["content_hash"] and m["judges"][judge]["spec_hash"]
+    steps = m["invocations"][-1]["steps"]
+    assert steps["generate"]["new"] == 6 and steps["judge"]["new_units"] > 0 and steps["metrics"]["rows"] > 0
+    # the printed table: one row per system, judge scores with intervals and n
+    assert "Results (0-100" in stdout and "mascot" in stdout and "n=3" in stdout
+    assert f"report: {rd.report_path}" in stdout
+
+    # same command again: nothing regenerated or re-judged, no model call made
+    fakes.CALLS.clear()
+    code, stdout, err = _cli(_args(out, gen, judge), capsys)
+    assert code == 0, err
+    assert "0 new, 6 reused" in err and "0 new judge calls" in err
+    assert not fakes.CALLS.get("run-gen") and not fakes.CALLS.get("run-judge")
+    assert len(RunDir(out).read_manifest()["invocations"]) == 2
+
+
+def test_default_run_directory_is_named_after_the_settings(tmp_path, fake_model, tmp_cache, capsys, monkeypatch):
+    from tests import fakes
+
+    monkeypatch.setattr("mascot_eval.paths.results_dir", lambda: tmp_path / "results")
+    gen = fake_model("run-gen2", fakes.default_responder)
+    base = ["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen, "--judges", "none",
+            "--metrics", "none", "--no-report", "--no-progress"]
+    code, _, err = _cli(base, capsys)
+    assert code == 0, err
+    runs = list((tmp_path / "results" / "runs").iterdir())
+    assert len(runs) == 1 and runs[0].name.startswith("demo_zero-shot-")
+    code, _, err = _cli(base, capsys)
+    assert code == 0 and "0 new, 2 reused" in err
+    assert len(list((tmp_path / "results" / "runs").iterdir())) == 1
+    code, _, err = _cli(base[:-2] + ["--seed", "1", "--no-progress"], capsys)  # other settings: another run
+    assert code == 0, err
+    assert len(list((tmp_path / "results" / "runs").iterdir())) == 2
+    assert not (runs[0] / "judgments.jsonl").exists() and not (runs[0] / "report.html").exists()
+
+
+def test_run_resumes_after_a_kill(tmp_path, fake_model, tmp_cache, capsys):
+    from tests import fakes
+
+    gen = fake_model("run-gen3", fakes.default_responder)
+    calls = {"n": 0}
+
+    def dies_after_five(req):
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise KeyboardInterrupt  # the process is killed while judging
+        return _judge(req)
+
+    judge = fake_model("run-judge3", dies_after_five)
+    out = tmp_path / "run"
+    code, _, err = _cli(_args(out, gen, judge, "--max-connections", "1"), capsys)
+    assert code == 130
+    rd = RunDir(out)
+    assert len(rd.transcripts()) == 6
+    done = len({(r["dialogue_id"], r["level"], r["agent"]) for r in rd.judgments()})
+    assert 1 <= done <= 5
+    assert rd.read_manifest()["status"] == "stopped"
+    assert not rd.summary_path.exists()
+
+    fake_model("run-judge3", _judge)  # the judge works again
+    fakes.CALLS.clear()
+    code, _, err = _cli(_args(out, gen, judge, "--max-connections", "1"), capsys)
+    assert code == 0, err
+    assert "0 new, 6 reused" in err and f"{done} reused" in err
+    assert not fakes.CALLS.get("run-gen3")  # no dialogue regenerated
+    units = {(r["dialogue_id"], r["level"], r["agent"]) for r in RunDir(out).judgments()}
+    # every unit is judged once; a reply that arrived just before the kill came from the cache
+    assert len(units) == 4 * 6 and len(fakes.CALLS["run-judge3"]) <= len(units) - done
+    assert RunDir(out).read_manifest()["status"] == "complete" and RunDir(out).report_path.exists()
+
+
+def test_run_bad_input_is_one_line_exit_2(tmp_path, fake_model, tmp_cache, capsys):
+    code, out, err = _cli(["run", "--system", "mascott", "--out", str(tmp_path / "r"), "--no-progress"], capsys)
+    assert code == 2
+    assert err.startswith("error: ") and "mascot" in err and "Traceback" not in err
+    code, out, err = _cli(["run", "--task", "no-such-task", "--out", str(tmp_path / "r2")], capsys)
+    assert code == 2 and "no-such-task" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag", ["--judges", "--metrics"])
+def test_run_steps_can_be_skipped(tmp_path, fake_model, tmp_cache, capsys, flag):
+    from tests import fakes
+
+    gen = fake_model("run-gen4", fakes.default_responder)
+    other = "--metrics" if flag == "--judges" else "--judges"
+    other_value = FAST_METRICS if other == "--metrics" else fake_model("run-judge4", _judge)
+    out = tmp_path / "r"
+    code, _, err = _cli(["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen, flag, "none",
+                         other, other_value, "--n-boot", "200", "--no-progress", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert (out / "judgments.jsonl").exists() == (flag == "--metrics")
+    assert (out / "metrics.parquet").exists() == (flag == "--judges")
+    assert (out / "summary.json").exists() and (out / "report.html").exists()
