@@ -46,7 +46,8 @@ def train_log_rows(steps: int = 6) -> list[dict]:
                      "train_acc": 0.5 + 0.1 * e, "heldout_acc": 0.5 + 0.05 * e, "train_pairs": 40, "heldout_pairs": 10})
     for stage, names in (("stage1", ["anchor", "catalyst"]), ("stage2", ["director"])):
         for k, name in enumerate(names):
-            rows.append({"time": "t", "stage": stage, "step_name": "lora", "name": name, "trainable": 1000, "total": 100000})
+            rows.append({"time": "t", "stage": stage, "step_name": "lora", "name": name, "trainable_params": 921600, "total_params": 135436608,
+                         "trainable_pct": 0.68})
             for s in range(1, steps + 1):
                 rows.append({"time": "t", "stage": stage, "step_name": "grpo", "name": name, "step": s,
                              "loss": 0.1 / s + 0.01 * k, "reward": 0.2 + (0.05 - 0.01 * k) * s, "kl": 0.01 * s, "reward_std": 0.1,

@@ -189,6 +189,7 @@ def test_training_logs_from_the_checkpoint(full):
     assert t.loc["director", "stage"] == "stage2" and t.loc["director", "steps"] == "6"
     assert t.loc["anchor", "last reward"] == "0.500" and t.loc["catalyst", "last reward"] == "0.440"
     assert t.loc["reward model", "heldout acc"] == "0.650"
+    assert t.loc["anchor", "trainable %"] == "0.680" and t.loc["reward model", "trainable %"] == "–"
     assert "ckpt" in doc.sections["training"]
 
 

@@ -449,7 +449,9 @@ class ReportBuilder:
         for name in dict.fromkeys(str(r.get("name")) for r in rows if r.get("step_name") == "grpo"):
             g = [r for r in rows if r.get("step_name") == "grpo" and str(r.get("name")) == name]
             last = g[-1]
+            lora = next((r for r in rows if r.get("step_name") == "lora" and str(r.get("name")) == name), {})
             out.append({"part": name, "stage": last.get("stage", ""), "steps": last.get("step"),
+                        "trainable %": lora.get("trainable_pct"),
                         "first reward": g[0].get("reward"), "last reward": last.get("reward"), "last kl": last.get("kl"),
                         "last loss": last.get("loss")})
         rm = [r for r in rows if r.get("step_name") == "reward_model"]
