@@ -6,18 +6,32 @@ there (``PYTHONPATH=. .venv-vllm/bin/python -m mascot_eval.cli.main ...``) or se
 with ``python -m vllm.entrypoints.openai.api_server`` and use ``openai-compatible/...``.
 
 Concurrent calls are gathered like the embedded backend's and handed to one ``LLM.chat`` call
-with per-request sampling parameters and LoRA requests; vLLM schedules them continuously.
+with per-request sampling parameters and LoRA requests; vLLM schedules them continuously. A
+batch that vLLM rejects (say one prompt longer than the context) is retried request by request,
+so only the bad request fails.
+
+The engine runs inside this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: no engine-core
+subprocess to spawn, which saves ~25 s of imports per process on a small CPU machine). On CPU
+it runs eagerly (no torch.compile warm-up, minutes on two cores) and sets
+``OMP_WAIT_POLICY=PASSIVE``: spinning OpenMP threads otherwise starve the Python thread that
+schedules the engine and generation becomes ~20x slower. Every variable is only a default; a
+value already in the environment wins.
+
 Engine settings come from the environment: ``MASCOT_VLLM_DTYPE`` (default ``auto``),
-``MASCOT_VLLM_MAX_MODEL_LEN`` (2048), ``MASCOT_VLLM_MAX_LORA_RANK`` (64).
+``MASCOT_VLLM_MAX_MODEL_LEN`` (2048), ``MASCOT_VLLM_ENABLE_LORA`` (1),
+``MASCOT_VLLM_MAX_LORA_RANK`` (64; adapters of a higher rank are refused up front),
+``MASCOT_VLLM_ENFORCE_EAGER`` (1 on CPU, 0 elsewhere) and ``VLLM_CPU_KVCACHE_SPACE`` (GiB, 2).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,7 +61,8 @@ class VLLMEngine:
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.batches: list[int] = []
+        self.batches: list[int] = []  # size of every batch handed to LLM.chat
+        self.lora_enabled = False
 
     def submit(self, request: ChatRequest, lora: tuple[str, int, Path] | None) -> concurrent.futures.Future[ChatResponse]:
         with self._lock:
@@ -61,23 +76,34 @@ class VLLMEngine:
     def load(self) -> None:
         if self.llm is not None:
             return
+        # Defaults only (a value the user set wins); they must be in place before torch/vLLM load.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        if "torch" not in sys.modules:
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from vllm import LLM
+            from vllm.platforms import current_platform
         except ImportError as exc:
             raise UserError(
                 f"vllm/ models need vLLM in this Python ({exc}); use the vLLM venv (`make vllm-venv`) or serve the "
                 "model and use openai-compatible/<model>@http://host:port/v1"
             ) from None
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        on_cpu = current_platform.is_cpu()
+        if on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        enable_lora = _env_flag("MASCOT_VLLM_ENABLE_LORA", True)
+        kwargs: dict[str, Any] = {}
+        if enable_lora:
+            kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank(), max_loras=4)
         self.llm = LLM(
             model=self.model_ref,
             dtype=os.environ.get("MASCOT_VLLM_DTYPE", "auto"),
             max_model_len=int(os.environ.get("MASCOT_VLLM_MAX_MODEL_LEN", "2048")),
-            enable_lora=True,
-            max_lora_rank=int(os.environ.get("MASCOT_VLLM_MAX_LORA_RANK", "64")),
-            max_loras=4,
+            enforce_eager=_env_flag("MASCOT_VLLM_ENFORCE_EAGER", on_cpu),
             seed=0,
+            **kwargs,
         )
+        self.lora_enabled = enable_lora
 
     def _worker(self) -> None:
         while True:
@@ -94,13 +120,23 @@ class VLLMEngine:
                 continue
             try:
                 self.load()
-                results = self._run(jobs)
             except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
-                err = exc if isinstance(exc, (UserError, BackendError)) else BackendError(
-                    f"vLLM generation failed: {type(exc).__name__}: {exc}", retryable=False
-                )
                 for j in jobs:
-                    j.future.set_exception(err)
+                    j.future.set_exception(_as_backend_error(exc, "loading the vLLM engine"))
+                continue
+            try:
+                results = self._run(jobs)
+            except BaseException as exc:  # noqa: BLE001
+                if len(jobs) == 1:
+                    jobs[0].future.set_exception(_as_backend_error(exc, "vLLM generation"))
+                    continue
+                # One bad request (too long a prompt, a broken adapter) must not fail the others.
+                log.info("vLLM batch of %d failed (%s); running its requests one by one", len(jobs), exc)
+                for j in jobs:
+                    try:
+                        j.future.set_result(self._run([j])[0])
+                    except BaseException as one:  # noqa: BLE001
+                        j.future.set_exception(_as_backend_error(one, "vLLM generation"))
                 continue
             for j, r in zip(jobs, results):
                 j.future.set_result(r)
@@ -118,22 +154,29 @@ class VLLMEngine:
                     max_tokens=p.max_tokens,
                     temperature=p.temperature,
                     top_p=p.top_p,
-                    seed=None if p.seed is None else p.seed + 1_000_003 * p.sample_index,
+                    seed=_seed(p),
                     stop=list(p.stop) or None,
-                    logprobs=(max(1, p.top_logprobs) if (p.logprobs or p.top_logprobs) else None),
+                    logprobs=_top_k(p) or None,
                 )
             )
+            if j.lora and not self.lora_enabled:
+                raise UserError("this vLLM engine was started with MASCOT_VLLM_ENABLE_LORA=0; unset it to use #lora=")
             loras.append(LoRARequest(j.lora[0], j.lora[1], str(j.lora[2])) if j.lora else None)
         outs = self.llm.chat([j.request.messages for j in jobs], sampling_params=sps, lora_request=loras, use_tqdm=False)
         self.batches.append(len(jobs))
         elapsed = time.perf_counter() - t0
         results = []
-        for o in outs:
+        for j, o in zip(jobs, outs):
             c = o.outputs[0]
             top = None
-            if c.logprobs:
+            k = _top_k(j.request.params)
+            if k and c.logprobs:
+                # vLLM adds the sampled token to the top k when it ranks lower; keep the k best, best first.
                 top = [
-                    [(lp.decoded_token or "", float(lp.logprob)) for lp in sorted(pos.values(), key=lambda x: x.rank or 0)]
+                    [
+                        (lp.decoded_token or "", float(lp.logprob))
+                        for lp in sorted(pos.values(), key=lambda x: x.rank if x.rank is not None else 1 << 30)[:k]
+                    ]
                     for pos in c.logprobs
                 ]
             results.append(
@@ -147,6 +190,53 @@ class VLLMEngine:
                 )
             )
         return results
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"{name}={v!r}: use 1 or 0")
+
+
+def max_lora_rank() -> int:
+    v = os.environ.get("MASCOT_VLLM_MAX_LORA_RANK", "64")
+    try:
+        return int(v)
+    except ValueError:
+        raise UserError(f"MASCOT_VLLM_MAX_LORA_RANK={v!r}: give a number such as 64") from None
+
+
+def _top_k(p: Any) -> int:
+    """How many log-probabilities per generated token the caller wants (0: none)."""
+    return max(1, p.top_logprobs) if (p.logprobs or p.top_logprobs) else 0
+
+
+def _seed(p: Any) -> int | None:
+    """Sampled generations get a seed from (seed, sample_index) so reruns repeat the k-th sample."""
+    if p.seed is None and p.temperature <= 0:
+        return None
+    return (p.seed or 0) + 1_000_003 * p.sample_index
+
+
+def _as_backend_error(exc: BaseException, what: str) -> BaseException:
+    if isinstance(exc, (UserError, BackendError)):
+        return exc
+    return BackendError(f"{what} failed: {type(exc).__name__}: {exc}", retryable=False)
+
+
+def _adapter_rank(folder: Path) -> int | None:
+    try:
+        cfg = json.loads((folder / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ranks = [cfg.get("r")] + list((cfg.get("rank_pattern") or {}).values())
+    ranks = [r for r in ranks if isinstance(r, int)]
+    return max(ranks) if ranks else None
 
 
 _ENGINES: dict[str, VLLMEngine] = {}
@@ -173,6 +263,12 @@ class VLLMBackend(Backend):
         if p.lora is not None:
             folder = p.lora.resolve()
             self.adapter_hash = adapter_hash(folder)
+            rank, limit = _adapter_rank(folder), max_lora_rank()
+            if rank is not None and rank > limit:
+                raise UserError(
+                    f"{folder}: LoRA rank {rank} is above the vLLM engine's limit {limit}; "
+                    f"set MASCOT_VLLM_MAX_LORA_RANK={rank} (or higher)"
+                )
             self.lora = (f"a{self.adapter_hash}", int(self.adapter_hash[:7], 16) + 1, folder)
 
     @property
