@@ -8,7 +8,6 @@ import base64
 import re
 import struct
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pandas as pd
 import pytest
