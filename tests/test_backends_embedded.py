@@ -1,0 +1,57 @@
+"""The embedded model batches concurrent callers: left padding, per-request max tokens and stop strings,
+and the same greedy text as one request at a time."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("torch")
+
+from mascot_eval.backends.base import GenerationParams  # noqa: E402
+from mascot_eval.backends.client import ClientSettings, ModelClient  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+REQUESTS = [
+    # (messages, params): prompts of different lengths (left padding), own max_tokens and stops
+    ([{"role": "user", "content": "Hi!"}], GenerationParams(max_tokens=6)),
+    (
+        [
+            {"role": "system", "content": "You are a kind friend who answers in two sentences."},
+            {"role": "user", "content": "I lost my keys again and I am late for work. What should I do?"},
+        ],
+        GenerationParams(max_tokens=14),
+    ),
+    ([{"role": "user", "content": "List three fruits, separated by commas."}], GenerationParams(max_tokens=12, stop=("\n",))),
+    ([{"role": "user", "content": "Write one sentence about the sea."}], GenerationParams(max_tokens=16, stop=(",", "\n\n"))),
+]
+
+
+def test_concurrent_requests_are_batched_and_match_one_by_one():
+    client = ModelClient("embedded", ClientSettings(use_cache=False, max_connections=8))
+    engine = client.backend.engine()
+
+    async def one_by_one():
+        return [await client.chat(m, p) for m, p in REQUESTS]
+
+    async def together():
+        return await asyncio.gather(*(client.chat(m, p) for m, p in REQUESTS))
+
+    seq = asyncio.run(one_by_one())
+    n_before = len(engine.batches)
+    par = asyncio.run(together())
+    assert engine.batches[n_before:] == [len(REQUESTS)]  # one padded generate call for all four
+
+    assert [r.text for r in par] == [r.text for r in seq]
+    assert [r.finish_reason for r in par] == [r.finish_reason for r in seq]
+    assert [r.usage.completion_tokens for r in par] == [r.usage.completion_tokens for r in seq]
+    assert [r.usage.prompt_tokens for r in par] == [r.usage.prompt_tokens for r in seq]
+    for (_, p), r in zip(REQUESTS, par):
+        assert r.text.strip()
+        assert r.usage.completion_tokens <= p.max_tokens  # each row keeps its own limit
+        assert not any(s in r.text for s in p.stop)  # and its own stop strings
+    assert par[0].finish_reason == "length" and par[0].usage.completion_tokens == 6
+    assert par[2].finish_reason == "stop" and par[3].finish_reason == "stop"  # cut at their own stop strings
+    assert par[1].usage.prompt_tokens > par[0].usage.prompt_tokens + 5  # rows of different lengths: left padding

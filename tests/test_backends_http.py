@@ -1,0 +1,140 @@
+"""HTTP backends against a scripted local server: Retry-After is honoured, dropped connections retried."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mascot_eval.backends import usage
+from mascot_eval.backends.base import BackendError
+from mascot_eval.backends.client import ClientSettings, ModelClient
+
+
+class Script:
+    """What the server does for request 1, 2, ...: ("429", retry_after) / ("drop",) / ("ok",)."""
+
+    def __init__(self, steps):
+        self.steps = list(steps)
+        self.times: list[float] = []
+        self.auth: list[str] = []
+
+
+def _server(script: Script):
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            n = int(self.headers.get("content-length", 0))
+            body = json.loads(self.rfile.read(n))
+            script.times.append(time.monotonic())
+            script.auth.append(self.headers.get("authorization", ""))
+            step = script.steps.pop(0) if script.steps else ("ok",)
+            if step[0] == "drop":
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if step[0] in ("429", "503"):
+                data = json.dumps({"error": {"message": "slow down"}}).encode()
+                self.send_response(int(step[0]))
+                self.send_header("retry-after", str(step[1]))
+            else:
+                data = json.dumps(
+                    {
+                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+                    }
+                ).encode()
+                self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture(autouse=True)
+def _clean_ledger():
+    usage.LEDGER.reset()
+    yield
+    usage.LEDGER.reset()
+
+
+def _chat(spec, **settings):
+    client = ModelClient(spec, ClientSettings(use_cache=False, backoff_base_s=0.001, backoff_max_s=0.002, **settings))
+
+    async def go():
+        try:
+            return await client.chat([{"role": "user", "content": "ping"}])
+        finally:
+            await client.aclose()
+
+    return client, asyncio.run(go())
+
+
+@pytest.mark.parametrize("status", ["429", "503"])
+def test_retry_after_is_honoured(status, monkeypatch):
+    monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
+    script = Script([(status, 1), ("ok",)])
+    srv = _server(script)
+    try:
+        client, r = _chat(f"openai-compatible/m@http://127.0.0.1:{srv.server_port}/v1")
+    finally:
+        srv.shutdown()
+    assert r.text == "pong" and r.retries == 1 and client.calls == 2
+    gap = script.times[1] - script.times[0]
+    assert 1.0 <= gap < 1.6  # the server's Retry-After, not the 1 ms back-off
+    assert script.auth[0] == "Bearer EMPTY"  # keyless servers get a placeholder, never another variable's key
+
+
+def test_dropped_connection_is_retried():
+    script = Script([("drop",), ("drop",), ("ok",)])
+    srv = _server(script)
+    try:
+        client, r = _chat(f"openai-compatible/m@http://127.0.0.1:{srv.server_port}/v1", max_retries=3)
+    finally:
+        srv.shutdown()
+    assert r.text == "pong" and r.retries == 2 and client.calls == 3
+
+
+def test_dropped_connections_give_up_with_cause():
+    script = Script([("drop",)] * 5)
+    srv = _server(script)
+    try:
+        with pytest.raises(BackendError, match=r"connection failed.*\(gave up after 1 retries\)"):
+            _chat(f"openai-compatible/m@http://127.0.0.1:{srv.server_port}/v1", max_retries=1)
+    finally:
+        srv.shutdown()
+    assert len(script.times) == 2
+
+
+def test_key_sent_only_in_header(monkeypatch, tmp_path):
+    key = "sk-compat-secret-abcdef123456"
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other-provider-key-999999")
+    script = Script([("ok",)])
+    srv = _server(script)
+    try:
+        client = ModelClient(f"openai-compatible/m@http://127.0.0.1:{srv.server_port}/v1", ClientSettings(cache_dir=str(tmp_path)))
+
+        async def go():
+            try:
+                return await client.chat([{"role": "user", "content": "ping"}])
+            finally:
+                await client.aclose()
+
+        r = asyncio.run(go())
+    finally:
+        srv.shutdown()
+    assert r.text == "pong" and script.auth == [f"Bearer {key}"]
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("responses.sqlite*"))
+    assert b"pong" in stored and key.encode() not in stored and b"sk-other" not in stored
