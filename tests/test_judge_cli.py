@@ -7,20 +7,12 @@ import json
 
 import pytest
 
-from mascot_eval.cli.main import main
 from mascot_eval.judges.human import COLUMNS
 from mascot_eval.runs.rundir import RunDir
+from tests.cli_helpers import run_cli as _cli
 from tests.judge_helpers import criteria_in, scores_json, transcript
 
 
-def _cli(args, capsys):
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _judge_a(req):

@@ -8,21 +8,13 @@ import json
 import pandas as pd
 import pytest
 
-from mascot_eval.cli.main import main
 from mascot_eval.runs.rundir import RunDir
+from tests.cli_helpers import run_cli as _cli
 from tests.judge_helpers import criteria_in, scores_json
 
 FAST_METRICS = "distinct_1,inter_agent_selfbleu,inter_agent_rougeL,turn_length_tokens"
 
 
-def _cli(args, capsys):
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _judge(req):
