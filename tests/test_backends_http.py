@@ -138,3 +138,24 @@ def test_key_sent_only_in_header(monkeypatch, tmp_path):
     assert r.text == "pong" and script.auth == [f"Bearer {key}"]
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("responses.sqlite*"))
     assert b"pong" in stored and key.encode() not in stored and b"sk-other" not in stored
+
+
+def test_parse_chat_completion_with_logprobs():
+    from mascot_eval.backends.http import parse_chat_completion
+
+    body = {
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": "4"},
+                "finish_reason": "length",
+                "logprobs": {"content": [{"token": "4", "logprob": -0.1, "top_logprobs": [{"token": "4", "logprob": -0.1}, {"token": "5", "logprob": -2.5}]}]},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+    }
+    r = parse_chat_completion(body, "openai/x", 0.5)
+    assert (r.text, r.finish_reason, r.usage.prompt_tokens, r.usage.completion_tokens) == ("4", "length", 10, 1)
+    assert r.top_logprobs == [[("4", -0.1), ("5", -2.5)]]
+    with pytest.raises(BackendError, match="no choices") as ei:
+        parse_chat_completion({"error": "x"}, "openai/x", 0.1)
+    assert ei.value.retryable

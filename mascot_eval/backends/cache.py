@@ -19,6 +19,7 @@ import os
 import sqlite3
 import threading
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,13 @@ def response_cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     return cache_dir() / "responses"
 
 
+_PARAM_FIELDS = tuple(f.name for f in fields(GenerationParams))
+
+
 def cache_key(identity: dict[str, Any], messages: list[dict[str, str]], params: GenerationParams) -> str:
-    return stable_hash({"v": KEY_VERSION, "backend": identity, "messages": messages, "params": params.to_dict()}, 40)
+    # the same JSON as asdict(params) (tuples become lists), without asdict's deep copies
+    p = {name: getattr(params, name) for name in _PARAM_FIELDS}
+    return stable_hash({"v": KEY_VERSION, "backend": identity, "messages": messages, "params": p}, 40)
 
 
 class ResponseCache:
@@ -159,10 +165,22 @@ _CACHES: dict[str, ResponseCache] = {}
 _CACHES_LOCK = threading.Lock()
 
 
+_BY_ARGS: dict[tuple[str | None, str | None, str], ResponseCache] = {}
+
+
 def open_cache(directory: str | os.PathLike[str] | None = None) -> ResponseCache:
-    """One shared :class:`ResponseCache` per folder in a process."""
+    """One shared :class:`ResponseCache` per folder in a process (cheap to call for every request)."""
+    args = (
+        str(directory) if directory else None,
+        os.environ.get("MASCOT_RESPONSE_CACHE_DIR"),
+        os.environ.get("MASCOT_CACHE_DIR", "") + "|" + os.environ.get("XDG_CACHE_HOME", ""),
+    )
+    hit = _BY_ARGS.get(args)
+    if hit is not None:
+        return hit
     d = str(response_cache_dir(directory).resolve())
     with _CACHES_LOCK:
         if d not in _CACHES:
             _CACHES[d] = ResponseCache(d)
+        _BY_ARGS[args] = _CACHES[d]
         return _CACHES[d]

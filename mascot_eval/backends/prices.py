@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,11 +54,20 @@ def _load(path: str, mtime_ns: int) -> PriceTable:
     return load_model(path, PriceTable)
 
 
+_RECHECK_S = 1.0  # look at the file's mtime at most once a second (it is read on every call)
+_last: tuple[float, Path, PriceTable] | None = None
+
+
 def price_table() -> PriceTable:
+    """The price table, reloaded when the file changes (checked at most once a second)."""
+    global _last
     path = prices_path()
-    if not path.is_file():
-        return PriceTable()
-    return _load(str(path), path.stat().st_mtime_ns)
+    now = time.monotonic()
+    if _last is not None and _last[1] == path and now - _last[0] < _RECHECK_S:
+        return _last[2]
+    table = _load(str(path), path.stat().st_mtime_ns) if path.is_file() else PriceTable()
+    _last = (now, path, table)
+    return table
 
 
 _WARNED: set[str] = set()

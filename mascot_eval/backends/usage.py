@@ -10,7 +10,7 @@ enforced from this ledger: the client raises :class:`CostLimitReached` / :class:
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..errors import UserError
@@ -44,8 +44,8 @@ class Tally:
     latency_s: float = 0.0  # summed over model calls (not cache hits)
 
     def add(self, other: Tally) -> None:
-        for k, v in asdict(other).items():
-            setattr(self, k, getattr(self, k) + v)
+        for k in _TALLY_FIELDS:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -54,6 +54,9 @@ class Tally:
         model_calls = self.calls - self.cached - self.failures
         d["mean_latency_s"] = round(self.latency_s / model_calls, 3) if model_calls > 0 else None
         return d
+
+
+_TALLY_FIELDS = tuple(f.name for f in fields(Tally))
 
 
 @dataclass
