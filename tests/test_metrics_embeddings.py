@@ -108,3 +108,22 @@ def test_torch_thread_count_is_restored():
     before = torch.get_num_threads()
     E._encoder("float32").encode(["restore my threads"])
     assert torch.get_num_threads() == before
+
+
+def test_background_embedding_errors_surface_and_are_skipped_when_unneeded():
+    from mascot_eval.metrics.compute import compute
+    from tests.metric_helpers import TableEmbedder, dialogue
+
+    d = dialogue([("u", [("A", "x y"), ("B", "x z")])])
+
+    def broken(texts):
+        raise UserError("embedding model missing (test)")
+
+    with pytest.raises(UserError, match="missing"):
+        compute([d], ["distinct_1", "inter_agent_cosine"], embedder=broken)
+    emb = TableEmbedder()
+    df = compute([d], ["distinct_1", "inter_agent_selfbleu"], embedder=emb)
+    assert emb.calls == [] and set(df["metric"]) == {"distinct_1", "inter_agent_selfbleu"}
+    # output order follows the requested order even though embedding metrics run last
+    df = compute([d], ["inter_agent_cosine", "distinct_1"], embedder=emb)
+    assert list(dict.fromkeys(df["metric"])) == ["inter_agent_cosine", "distinct_1"]

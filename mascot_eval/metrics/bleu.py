@@ -8,8 +8,9 @@ the maximum over references), a precision with zero matches replaced by epsilon 
 hypothesis n-grams, at least 1), brevity penalty from the closest reference length (ties -> the
 shorter), BLEU = BP * exp(sum_n w_n log p_n), and 0 when no unigram matches.
 
-It is fast because the n-grams of every text are counted once (:class:`NgramIndex`) and the clipped
-matches of all jobs are computed with sorted integer arrays in numpy, not one Counter per pair.
+It is fast because the n-grams of every text are counted once (:class:`NgramIndex`, which keeps a
+sorted (text, n-gram) -> count table) and the clipped matches of all jobs are one vectorised look-up
+of every hypothesis n-gram in each of its references, not one Counter per pair.
 """
 
 from __future__ import annotations
@@ -56,28 +57,29 @@ def bleu_jobs(
 
     log_sum = np.zeros(n_jobs)
     unigram_matches = None
+    self_ref = np.zeros(n_jobs, dtype=bool)  # the hypothesis text is also one of its references
+    np.logical_or.at(self_ref, pair_job, ref_flat == hyp[pair_job])
     for n in range(1, max_n + 1):
-        g = max(1, index.n_grams[n])
-        # max reference count per (job, gram)
-        k, gram, cnt = index.gather(n, ref_flat)
-        rkey = pair_job[k] * g + gram
-        order = np.argsort(rkey, kind="stable")
-        rkey, cnt = rkey[order], cnt[order]
-        if len(rkey):
-            first = np.concatenate([[True], rkey[1:] != rkey[:-1]])
-            starts = np.nonzero(first)[0]
-            ukey = rkey[starts]
-            umax = np.maximum.reduceat(cnt, starts)
-        else:
-            ukey = np.zeros(0, np.int64)
-            umax = np.zeros(0, np.int64)
-        # clip hypothesis counts
         hk, hgram, hcnt = index.gather(n, hyp)
-        hkey = hk * g + hgram
-        pos = np.searchsorted(ukey, hkey)
-        pos_c = np.minimum(pos, max(0, len(ukey) - 1))
-        found = (pos < len(ukey)) & (ukey[pos_c] == hkey) if len(ukey) else np.zeros(len(hkey), bool)
-        ref_max = np.where(found, umax[pos_c] if len(ukey) else 0, 0)
+        # An n-gram found in no other text than the hypothesis can only match a reference that is
+        # the same text; the others are looked up in each reference of their job (job by job,
+        # reference by reference, so the sorted look-ups stay local), keeping the maximum count.
+        ref_max = np.where(self_ref[hk], hcnt, 0)
+        shared = np.nonzero(index.doc_freq(n)[hgram] > 1)[0]
+        if len(shared):
+            sk = hk[shared]
+            e_per_job = np.bincount(sk, minlength=n_jobs)
+            e_start = np.cumsum(e_per_job) - e_per_job
+            q_per_job = n_refs * e_per_job
+            q_job = np.repeat(np.arange(n_jobs, dtype=np.int64), q_per_job)
+            within = np.arange(len(q_job), dtype=np.int64) - np.repeat(np.cumsum(q_per_job) - q_per_job, q_per_job)
+            e_j = e_per_job[q_job]
+            t = within // e_j
+            e = e_start[q_job] + within - t * e_j
+            found = index.lookup(n, ref_flat[job_start[q_job] + t], hgram[shared[e]])
+            shared_max = np.zeros(len(shared), dtype=np.int64)
+            np.maximum.at(shared_max, e, found)
+            ref_max[shared] = shared_max
         clipped = np.minimum(hcnt, ref_max)
         num = np.bincount(hk, weights=clipped, minlength=n_jobs)
         den = np.maximum(1, hyp_len - n + 1).astype(float)

@@ -54,7 +54,9 @@ def compute(
 ) -> pd.DataFrame:
     """All requested metrics (default: every registered one) for ``transcripts``, long format.
 
-    ``embedder`` replaces the MiniLM embedder (tests); ``timings`` receives seconds per metric.
+    ``embedder`` replaces the MiniLM embedder (tests); ``timings`` receives seconds per metric (the
+    first embedding metric includes the wait for the embeddings, which start in a background thread
+    at once and overlap the metrics that need none; those run first).
     """
     names = resolve_metrics(metrics)
     ctx = MetricContext(transcripts, embedder=embedder, persona_root=persona_root)
@@ -66,9 +68,12 @@ def compute(
     meta += [(None, None, g.system, g.task, g.split, g.domain) for g in ctx.groups]
     meta_cols = [np.array([m[i] for m in meta], dtype=object) for i in range(6)]
     n_t = len(transcripts)
-    frames = []
-    for name in names:
-        metric = METRICS.get(name)
+    metrics_ = {name: METRICS.get(name) for name in names}
+    if any(m.needs_embeddings for m in metrics_.values()):
+        ctx.prefetch_vectors()  # embeddings in the background while the other metrics run
+    frames: dict[str, pd.DataFrame] = {}
+    for name in sorted(names, key=lambda n: metrics_[n].needs_embeddings):
+        metric = metrics_[name]
         t0 = time.perf_counter()
         rows = metric(ctx)
         if timings is not None:
@@ -83,8 +88,9 @@ def compute(
         cols["metric"] = name
         cols["value"] = np.asarray(rows.value, dtype=np.float64)
         cols["unit"] = metric.unit
-        frames.append(pd.DataFrame(cols, columns=COLUMNS))
-    df = pd.concat(frames, ignore_index=True) if frames else empty_frame()
+        frames[name] = pd.DataFrame(cols, columns=COLUMNS)
+    frames_in_order = [frames[n] for n in names if n in frames]
+    df = pd.concat(frames_in_order, ignore_index=True) if frames_in_order else empty_frame()
     df.attrs["notes"] = dict(sorted(ctx.notes.items()))
     return df
 

@@ -52,6 +52,7 @@ class MetricContext:
         self._persona_root = persona_root
         self.notes: dict[str, int] = {}  # reason -> count, for rows a metric could not produce
         self._memo: dict[str, Any] = {}
+        self._vectors_future: Any = None
         texts: dict[str, int] = {}
         turns: list[TurnRef] = []
         for ti, t in enumerate(transcripts):
@@ -146,12 +147,28 @@ class MetricContext:
                 out[(group, c.name)] = c.prompt_block()
         return out
 
-    @cached_property
-    def vectors(self) -> np.ndarray:
-        """Embeddings of all texts (rows = text ids), then of the persona card texts."""
+    def _compute_vectors(self) -> np.ndarray:
         cards = sorted(set(self.card_texts.values()) - set(self.text_id))
         self._card_ids = {c: len(self.texts) + i for i, c in enumerate(cards)}
         return self._embed(self.texts + cards)
+
+    def prefetch_vectors(self) -> None:
+        """Start embedding every text (and persona card) in a background thread, so that metrics
+        without embeddings run meanwhile; :attr:`vectors` waits for it (and re-raises its error)."""
+        if "vectors" in self.__dict__ or self._vectors_future is not None:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mascot-embed")
+        self._vectors_future = pool.submit(self._compute_vectors)
+        pool.shutdown(wait=False)
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        """Embeddings of all texts (rows = text ids), then of the persona card texts."""
+        if self._vectors_future is not None:
+            return self._vectors_future.result()
+        return self._compute_vectors()
 
     def vec_of_text(self, text: str) -> np.ndarray:
         v = self.vectors

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from . import register
 from .base import Metric, Rows
 from .context import MetricContext, TurnRef
@@ -58,14 +60,27 @@ def _strip_opening(text: str, names: list[str]) -> str:
     return s
 
 
+def _by_first_char(items: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for p in items:
+        out.setdefault(p[0], []).append(p)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+_PHRASES_BY_CHAR = _by_first_char(AGREEMENT_PHRASES)
+_INTERJECTIONS_BY_CHAR = _by_first_char(AGREEMENT_INTERJECTIONS)
+
+
 def is_agreement_opener(text: str, names: list[str] | None = None) -> bool:
     """True when the text opens with empty agreement (see AGREEMENT_* above)."""
     s = _strip_opening(text, names or [])
+    if not s:
+        return False
     s = s.replace("\u2019", "'")
-    for p in AGREEMENT_PHRASES:
+    for p in _PHRASES_BY_CHAR.get(s[0], ()):
         if s.startswith(p) and (len(s) == len(p) or not s[len(p)].isalpha()):
             return True
-    for p in AGREEMENT_INTERJECTIONS:
+    for p in _INTERJECTIONS_BY_CHAR.get(s[0], ()):
         if s.startswith(p) and (len(s) == len(p) or s[len(p)] in ",.!;:\u2014-"):
             return True
     return False
@@ -75,17 +90,24 @@ def content_tokens(text: str) -> list[str]:
     return [t for t in tokenize(text) if t[0].isalnum() and t not in STOPWORDS]
 
 
+def first_sentence_content(text: str) -> list[str]:
+    """Content tokens of the first sentence (up to the first . ! ? or newline)."""
+    m = _SENT_END.search(text.strip())
+    first = text.strip()[: m.start()] if m else text.strip()
+    return content_tokens(first)
+
+
+def _restates(toks: list[str], prev: set[str] | frozenset[str]) -> bool:
+    if len(toks) < RESTATEMENT_MIN_CONTENT:
+        return False
+    return sum(t in prev for t in toks) / len(toks) >= RESTATEMENT_OVERLAP
+
+
 def is_restatement_opener(text: str, previous: str) -> bool:
     """True when the first sentence of ``text`` mostly restates ``previous``: it has at least
     RESTATEMENT_MIN_CONTENT content tokens (tokens minus STOPWORDS and punctuation) and at least
     RESTATEMENT_OVERLAP of them occur in ``previous``."""
-    m = _SENT_END.search(text.strip())
-    first = text.strip()[: m.start()] if m else text.strip()
-    toks = content_tokens(first)
-    if len(toks) < RESTATEMENT_MIN_CONTENT:
-        return False
-    prev = set(content_tokens(previous))
-    return sum(t in prev for t in toks) / len(toks) >= RESTATEMENT_OVERLAP
+    return _restates(first_sentence_content(text), set(content_tokens(previous)))
 
 
 def _partners(ctx: MetricContext) -> list[tuple[TurnRef, TurnRef | None, TurnRef | None, TurnRef | None]]:
@@ -112,19 +134,25 @@ def _partners(ctx: MetricContext) -> list[tuple[TurnRef, TurnRef | None, TurnRef
     return ctx.memo("echo:partners", run)
 
 
+def rowwise_cosine(vectors: np.ndarray, a: list[int], b: list[int]) -> np.ndarray:
+    """Dot products of rows a[k] and b[k] of unit vectors, in float64."""
+    if not a:
+        return np.zeros(0)
+    x = vectors[np.asarray(a, dtype=np.int64)].astype(np.float64)
+    y = vectors[np.asarray(b, dtype=np.int64)].astype(np.float64)
+    return np.einsum("ij,ij->i", x, y)
+
+
 def _sim(kind: str, which: int):  # type: ignore[no-untyped-def]
     def fn(ctx: MetricContext) -> Rows:
+        pairs = [(item[0], item[which]) for item in _partners(ctx) if item[which] is not None]
+        if kind == "cosine":
+            vals = rowwise_cosine(ctx.vectors, [t.text_id for t, _ in pairs], [o.text_id for _, o in pairs])
+        else:
+            texts, rouge = ctx.texts, ctx.rouge
+            vals = [rouge(texts[o.text_id], texts[t.text_id]) for t, o in pairs]
         rows = Rows()
-        for item in _partners(ctx):
-            turn, other = item[0], item[which]
-            if other is None:
-                continue
-            if kind == "cosine":
-                v = ctx.vectors
-                val = float(v[turn.text_id].astype("float64") @ v[other.text_id].astype("float64"))
-            else:
-                val = ctx.rouge(ctx.texts[other.text_id], ctx.texts[turn.text_id])
-            rows.add(turn.ti, val, agent=turn.speaker, round=turn.round)
+        rows.extend([t.ti for t, _ in pairs], vals, [t.speaker for t, _ in pairs], [t.round for t, _ in pairs])
         return rows
 
     return fn
@@ -133,29 +161,41 @@ def _sim(kind: str, which: int):  # type: ignore[no-untyped-def]
 def _openers(ctx: MetricContext) -> list[tuple[TurnRef, int, int]]:
     def run() -> list[tuple[TurnRef, int, int]]:
         out = []
+        first: dict[int, list[str]] = {}  # text id -> content tokens of its first sentence
+        content: dict[int, frozenset[str]] = {}  # text id -> all its content tokens
         for turn, _, _, prev in _partners(ctx):
             text = ctx.texts[turn.text_id]
             names = ctx.transcripts[turn.ti].agents
             agree = int(is_agreement_opener(text, names))
-            restate = int(prev is not None and is_restatement_opener(text, ctx.texts[prev.text_id]))
+            restate = 0
+            if prev is not None:
+                toks = first.get(turn.text_id)
+                if toks is None:
+                    toks = first[turn.text_id] = first_sentence_content(text)
+                if len(toks) >= RESTATEMENT_MIN_CONTENT:
+                    pc = content.get(prev.text_id)
+                    if pc is None:
+                        pc = content[prev.text_id] = frozenset(content_tokens(ctx.texts[prev.text_id]))
+                    restate = int(_restates(toks, pc))
             out.append((turn, agree, restate))
         return out
 
     return ctx.memo("echo:openers", run)
 
 
-def _agreement(ctx: MetricContext) -> Rows:
+def _flag_rows(ctx: MetricContext, k: int) -> Rows:
+    ops = _openers(ctx)
     rows = Rows()
-    for turn, agree, _ in _openers(ctx):
-        rows.add(turn.ti, agree, agent=turn.speaker, round=turn.round)
+    rows.extend([o[0].ti for o in ops], [o[k] for o in ops], [o[0].speaker for o in ops], [o[0].round for o in ops])
     return rows
+
+
+def _agreement(ctx: MetricContext) -> Rows:
+    return _flag_rows(ctx, 1)
 
 
 def _restatement(ctx: MetricContext) -> Rows:
-    rows = Rows()
-    for turn, _, restate in _openers(ctx):
-        rows.add(turn.ti, restate, agent=turn.speaker, round=turn.round)
-    return rows
+    return _flag_rows(ctx, 2)
 
 
 def _empty_rate(ctx: MetricContext) -> Rows:

@@ -8,6 +8,7 @@ BLEU, distinct-n and entropy then work on integer arrays with numpy instead of P
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -23,6 +24,22 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return offsets + np.arange(total, dtype=np.int64)
 
 
+def _dense_ids(key: np.ndarray) -> tuple[int, np.ndarray]:
+    """(number of distinct keys, rank of each key among them): np.unique(return_inverse=True)
+    with an unstable (faster) sort."""
+    if not len(key):
+        return 0, np.zeros(0, np.int64)
+    order = np.argsort(key)
+    sk = key[order]
+    new = np.empty(len(sk), dtype=np.int64)
+    new[0] = 0
+    np.not_equal(sk[1:], sk[:-1], out=new[1:])
+    ranks = np.cumsum(new)
+    dense = np.empty(len(key), dtype=np.int64)
+    dense[order] = ranks
+    return int(ranks[-1]) + 1, dense
+
+
 class NgramIndex:
     """n-gram counts of ``sequences`` (lists of tokens) for n = 1..max_n.
 
@@ -34,10 +51,9 @@ class NgramIndex:
     def __init__(self, sequences: Sequence[Sequence[str]], max_n: int = 4) -> None:
         self.max_n = max_n
         self.n_seq = len(sequences)
-        vocab: dict[str, int] = {}
-        flat = [vocab.setdefault(tok, len(vocab)) for seq in sequences for tok in seq]
+        vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(sequences)))}
         self.vocab_size = max(1, len(vocab))
-        tok = np.asarray(flat, dtype=np.int64)
+        tok = np.fromiter(map(vocab.__getitem__, chain.from_iterable(sequences)), dtype=np.int64)
         self.lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=self.n_seq)
         starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]) if self.n_seq else np.zeros(0, np.int64)
         seq_of_pos = np.repeat(np.arange(self.n_seq, dtype=np.int64), self.lengths)
@@ -46,19 +62,17 @@ class NgramIndex:
         self.grams: dict[int, np.ndarray] = {}
         self.counts: dict[int, np.ndarray] = {}
         self.n_grams: dict[int, int] = {}
+        self.keys: dict[int, np.ndarray] = {}
+        self._df: dict[int, np.ndarray] = {}
         prev = tok.copy()  # dense id of the (n-1)-gram starting at each position
         for n in range(1, max_n + 1):
             valid = pos_in_seq <= (self.lengths[seq_of_pos] - n)
             idx = np.nonzero(valid)[0]
-            if n == 1:
-                key = tok[idx]
+            if n == 1:  # token ids are already dense: 0..V-1, each occurring
+                dense = tok[idx]
+                g = len(vocab)
             else:
-                key = prev[idx] * self.vocab_size + tok[idx + n - 1]
-            if len(key):
-                uniq, dense = np.unique(key, return_inverse=True)
-            else:
-                uniq, dense = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            g = len(uniq)
+                g, dense = _dense_ids(prev[idx] * self.vocab_size + tok[idx + n - 1])
             self.n_grams[n] = g
             new_prev = np.zeros(len(tok), dtype=np.int64)
             new_prev[idx] = dense
@@ -66,6 +80,7 @@ class NgramIndex:
             # per-sequence (gram, count), sorted by sequence then gram
             pair = seq_of_pos[idx] * max(1, g) + dense
             upair, cnt = np.unique(pair, return_counts=True)
+            self.keys[n] = upair  # sequence * max(1, g) + gram, sorted: a global look-up table
             seq = upair // max(1, g)
             self.grams[n] = upair % max(1, g)
             self.counts[n] = cnt.astype(np.int64)
@@ -83,6 +98,22 @@ class NgramIndex:
         idx = ranges(starts, lens)
         k = np.repeat(np.arange(len(seq_ids), dtype=np.int64), lens)
         return k, self.grams[n][idx], self.counts[n][idx]
+
+    def doc_freq(self, n: int) -> np.ndarray:
+        """Number of sequences that contain each n-gram (cached)."""
+        if n not in self._df:
+            self._df[n] = np.bincount(self.grams[n], minlength=self.n_grams[n])
+        return self._df[n]
+
+    def lookup(self, n: int, seq_ids: np.ndarray, grams: np.ndarray) -> np.ndarray:
+        """Count of n-gram ``grams[k]`` in sequence ``seq_ids[k]`` (0 where absent), vectorised."""
+        keys = self.keys[n]
+        if not len(keys) or not len(grams):
+            return np.zeros(len(grams), dtype=np.int64)
+        q = np.asarray(seq_ids, dtype=np.int64) * max(1, self.n_grams[n]) + grams
+        pos = np.searchsorted(keys, q)
+        pos_c = np.minimum(pos, len(keys) - 1)
+        return np.where(keys[pos_c] == q, self.counts[n][pos_c], 0)
 
     def ngram_totals(self, n: int) -> np.ndarray:
         """Number of n-grams (with repetition) per sequence: max(0, len - n + 1)."""

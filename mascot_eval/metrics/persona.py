@@ -20,18 +20,36 @@ def _norm(m: np.ndarray) -> np.ndarray:
     return np.divide(m, n, out=np.zeros_like(m), where=n > 0)
 
 
+def _card_matrix(ctx: MetricContext) -> tuple[dict[tuple[str, str], int], np.ndarray]:
+    """(persona group, speaker) -> row of a matrix of card embeddings (float64)."""
+
+    def run() -> tuple[dict[tuple[str, str], int], np.ndarray]:
+        cards = ctx.card_texts
+        keys = sorted(cards)
+        if not keys:
+            return {}, np.zeros((0, 0))
+        mat = np.stack([ctx.vec_of_text(cards[k]) for k in keys]).astype(np.float64)
+        return {k: i for i, k in enumerate(keys)}, mat
+
+    return ctx.memo("persona:cards", run)
+
+
 def _persona_similarity(ctx: MetricContext) -> Rows:
     rows = Rows()
-    cards = ctx.card_texts
-    vec = ctx.vectors
-    missing = 0
+    if not ctx.agent_turns:
+        return rows
+    row_of, mat = _card_matrix(ctx)
+    turns, card_rows = [], []
     for r in ctx.agent_turns:
-        text = cards.get((ctx.transcripts[r.ti].persona_group, r.speaker))
-        if text is None:
-            missing += 1
-            continue
-        rows.add(r.ti, float(vec[r.text_id].astype(np.float64) @ ctx.vec_of_text(text).astype(np.float64)),
-                 agent=r.speaker, round=r.round)
+        i = row_of.get((ctx.transcripts[r.ti].persona_group, r.speaker))
+        if i is not None:
+            turns.append(r)
+            card_rows.append(i)
+    missing = len(ctx.agent_turns) - len(turns)
+    if turns:
+        e = ctx.vectors[[r.text_id for r in turns]].astype(np.float64)
+        vals = np.einsum("ij,ij->i", e, mat[card_rows])
+        rows.extend([r.ti for r in turns], vals, [r.speaker for r in turns], [r.round for r in turns])
     if missing:
         ctx.note("persona_similarity: speaker without a persona card", missing)
     return rows
@@ -39,21 +57,33 @@ def _persona_similarity(ctx: MetricContext) -> Rows:
 
 def _card_margin(ctx: MetricContext) -> Rows:
     rows = Rows()
-    cards = ctx.card_texts
-    vec = ctx.vectors
-    by_group: dict[str, dict[str, str]] = {}
-    for (g, name), text in cards.items():
-        by_group.setdefault(g, {})[name] = text
-    missing = 0
+    if not ctx.agent_turns:
+        return rows
+    row_of, mat = _card_matrix(ctx)
+    members: dict[str, list[int]] = {}
+    for (g, _), i in row_of.items():
+        members.setdefault(g, []).append(i)
+    turns, own, others = [], [], []
     for r in ctx.agent_turns:
-        group = by_group.get(ctx.transcripts[r.ti].persona_group, {})
-        if r.speaker not in group or len(group) < 2:
-            missing += 1
+        g = ctx.transcripts[r.ti].persona_group
+        i = row_of.get((g, r.speaker))
+        if i is None or len(members[g]) < 2:
             continue
-        e = vec[r.text_id].astype(np.float64)
-        own = float(e @ ctx.vec_of_text(group[r.speaker]).astype(np.float64))
-        other = max(float(e @ ctx.vec_of_text(t).astype(np.float64)) for n, t in group.items() if n != r.speaker)
-        rows.add(r.ti, own - other, agent=r.speaker, round=r.round)
+        turns.append(r)
+        own.append(i)
+        others.append([j for j in members[g] if j != i])
+    missing = len(ctx.agent_turns) - len(turns)
+    if turns:
+        e = ctx.vectors[[r.text_id for r in turns]].astype(np.float64)
+        sims = e @ mat.T  # every turn against every card
+        idx = np.arange(len(turns))
+        own_sim = sims[idx, own]
+        other_sim = np.full(len(turns), -np.inf)
+        width = max(len(o) for o in others)
+        for k in range(width):
+            col = np.array([o[k] if k < len(o) else o[0] for o in others], dtype=np.int64)
+            other_sim = np.maximum(other_sim, sims[idx, col])
+        rows.extend([r.ti for r in turns], own_sim - other_sim, [r.speaker for r in turns], [r.round for r in turns])
     if missing:
         ctx.note("persona_card_margin: speaker without a card or group with one card", missing)
     return rows
@@ -86,18 +116,31 @@ def _group_turns(ctx: MetricContext) -> dict[int, tuple[np.ndarray, np.ndarray, 
 
 
 def _centroid_dialogue(ctx: MetricContext) -> Rows:
+    """Vectorised over dialogues: with unit (or zero) centroids c_a of the k agents of a dialogue,
+    the mean pairwise cosine is (|sum_a c_a|^2 - sum_a |c_a|^2) / (k (k - 1))."""
     rows = Rows()
-    skipped = 0
-    for g, (x, labels, owners) in sorted(_group_turns(ctx).items()):
-        order = np.argsort(owners, kind="stable")
-        x, labels, owners = x[order], labels[order], owners[order]
-        bounds = np.flatnonzero(np.diff(owners)) + 1
-        for idx in np.split(np.arange(len(owners)), bounds):
-            d = _mean_centroid_distance(x[idx], labels[idx])
-            if d is None:
-                skipped += 1
-                continue
-            rows.add(int(owners[idx[0]]), d)
+    turns = ctx.agent_turns
+    if not turns:
+        return rows
+    keys: dict[tuple[int, str], int] = {}
+    idx = np.fromiter((keys.setdefault((r.ti, r.speaker), len(keys)) for r in turns), dtype=np.int64, count=len(turns))
+    vec = ctx.vectors[[r.text_id for r in turns]].astype(np.float64)
+    sums = np.zeros((len(keys), vec.shape[1]))
+    np.add.at(sums, idx, vec)
+    counts = np.bincount(idx, minlength=len(keys)).astype(np.float64)
+    cent = _norm(sums / counts[:, None])
+    dia = np.fromiter((ti for ti, _ in keys), dtype=np.int64, count=len(keys))
+    n_t = len(ctx.transcripts)
+    k = np.bincount(dia, minlength=n_t).astype(np.float64)
+    total = np.zeros((n_t, vec.shape[1]))
+    np.add.at(total, dia, cent)
+    self_sq = np.bincount(dia, weights=(cent * cent).sum(1), minlength=n_t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_sim = ((total * total).sum(1) - self_sq) / (k * (k - 1))
+    spoke = np.unique(dia)
+    ok = spoke[k[spoke] >= 2]
+    rows.extend(ok, 1.0 - mean_sim[ok])
+    skipped = len(spoke) - len(ok)
     if skipped:
         ctx.note("persona_centroid_distance: dialogue with fewer than two agents", skipped)
     return rows

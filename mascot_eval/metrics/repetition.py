@@ -35,17 +35,23 @@ def _bleu(ctx: MetricContext) -> Rows:
     hist = _history(ctx)
     vals = bleu_jobs(ctx.ngrams, [t.text_id for t, _ in hist], [[e.text_id for e in prev] for _, prev in hist])
     rows = Rows()
-    for (t, _), v in zip(hist, vals):
-        rows.add(t.ti, v, agent=t.speaker, round=t.round)
+    rows.extend([t.ti for t, _ in hist], vals, [t.speaker for t, _ in hist], [t.round for t, _ in hist])
     return rows
 
 
 def _cosine(ctx: MetricContext) -> Rows:
-    vec = ctx.vectors
+    hist = _history(ctx)
     rows = Rows()
-    for t, prev in _history(ctx):
-        sims = vec[[e.text_id for e in prev]].astype(np.float64) @ vec[t.text_id].astype(np.float64)
-        rows.add(t.ti, float(sims.max()), agent=t.speaker, round=t.round)
+    if not hist:
+        return rows
+    vec = ctx.vectors
+    # every (turn, earlier turn) pair at once, then the maximum per turn
+    a = [t.text_id for t, prev in hist for _ in prev]
+    b = [e.text_id for _, prev in hist for e in prev]
+    sims = np.einsum("ij,ij->i", vec[a].astype(np.float64), vec[b].astype(np.float64))
+    starts = np.concatenate([[0], np.cumsum([len(prev) for _, prev in hist])[:-1]]).astype(np.int64)
+    best = np.maximum.reduceat(sims, starts)
+    rows.extend([t.ti for t, _ in hist], best, [t.speaker for t, _ in hist], [t.round for t, _ in hist])
     return rows
 
 
