@@ -162,6 +162,7 @@ def vllm_server(vllm_python, model_dir, tmp_path_factory):
 def test_inprocess_vllm_backend(vllm_python, model_dir, lora_dir, tmp_path):
     env = _vllm_env()
     env["MASCOT_VLLM_MAX_LORA_RANK"] = "8"
+    env["MASCOT_VLLM_DTYPE"] = "float32"  # "auto" picks bfloat16 only where the CPU has it; keep answers hardware-independent
     t0 = time.perf_counter()
     proc = subprocess.run(
         [str(vllm_python), str(REPO / "tests" / "vllm_child.py"), str(model_dir), str(lora_dir), str(tmp_path / "cache")],
@@ -277,3 +278,15 @@ def test_server_concurrent_requests_and_unknown_model(vllm_server, tmp_path):
         asyncio.run(wrong.chat([{"role": "user", "content": "hi"}], GenerationParams(max_tokens=4)))
     assert err.value.status == 404 and "not retried" in str(err.value)
     assert wrong.calls == 1
+
+
+def test_lora_rank_above_engine_limit_is_refused_up_front(lora_dir, model_dir, monkeypatch):
+    from mascot_eval.backends.client import make_backend
+    from mascot_eval.errors import UserError
+
+    monkeypatch.setenv("MASCOT_VLLM_MAX_LORA_RANK", "4")
+    with pytest.raises(UserError, match="LoRA rank 8 is above .* MASCOT_VLLM_MAX_LORA_RANK=8"):
+        make_backend(f"vllm/{model_dir}#lora={lora_dir}")
+    monkeypatch.setenv("MASCOT_VLLM_MAX_LORA_RANK", "8")
+    backend = make_backend(f"vllm/{model_dir}#lora={lora_dir}")
+    assert backend.cache_identity["lora"]["hash"] == backend.adapter_hash
