@@ -28,6 +28,23 @@ def resolve_base(spec: str) -> str:
     )
 
 
+def check_base(spec: str) -> str:
+    """Fail early (one line, before anything is written) when the base model's config or tokenizer
+    cannot be loaded; returns the resolved path or hub id."""
+    path = resolve_base(spec)
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"base_model '{spec}': cannot load the model from {path} ({_first_line(exc)}); give a local transformers "
+            "folder (config.json, tokenizer, weights) or a hub id that is cached or can be downloaded"
+        ) from None
+    load_tokenizer(path, spec)
+    return path
+
+
 def load_tokenizer(path: str, spec: str):
     from transformers import AutoTokenizer
 

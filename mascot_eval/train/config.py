@@ -48,6 +48,9 @@ class GrpoSpec(_Strict):
     beta: float = Field(0.04, ge=0.0, description="KL coefficient to the reference (base) policy")
     temperature: float = Field(0.9, gt=0.0)
     bf16: bool = False
+    gradient_checkpointing: bool = Field(
+        True, description="recompute activations in the backward pass (saves GPU memory on large models; off for tiny CPU runs)"
+    )
 
     @model_validator(mode="after")
     def _groups(self) -> GrpoSpec:

@@ -90,6 +90,7 @@ def run_grpo(
         seed=seed,
         use_cpu=not torch.cuda.is_available(),
         bf16=spec.bf16,
+        gradient_checkpointing=spec.gradient_checkpointing,
         disable_tqdm=True,
     )
     t0 = time.perf_counter()

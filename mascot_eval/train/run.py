@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.client import ClientSettings
+from .basemodel import check_base
 from .config import TrainConfig
 from .plots import plot_training
 from .stage1 import Say, _quiet, run_stage1
@@ -37,6 +38,7 @@ def train(
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}")
     t0 = time.perf_counter()
+    check_base(cfg.base_model)  # a base model that cannot load fails before anything is written
     if stage in ("stage1", "all"):
         run_stage1(cfg, out, data_dir=data_dir, settings=settings, say=say, data_only=data_only)
     if stage in ("stage2", "all") and not (data_only and stage == "all"):
