@@ -14,6 +14,9 @@ Starts and stops its own llm-katan server (echo backend, 200 ms latency per requ
 Writes ``benchmarks/results/backends.json`` with the figures, the raw timings and machine info
 (CPU count, load average before and after: other jobs on a shared machine slow everything down).
 
+The embedded model runs with ``MASCOT_TORCH_THREADS=1`` unless that variable is set (recorded
+in the output as ``torch_threads``).
+
 Run: ``.venv/bin/python benchmarks/bench_backends.py`` (about a minute on an idle 2-core machine).
 """
 
@@ -31,6 +34,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One torch thread by default: on a 2-core machine shared with other jobs, two spinning OpenMP
+# threads per process slow generation down several-fold. Both the one-by-one and the batched
+# runs use the same setting; override with MASCOT_TORCH_THREADS=2 on an idle machine.
+os.environ.setdefault("MASCOT_TORCH_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,7 +52,7 @@ N_REQUESTS = 400
 CONNECTIONS = 32
 LATENCY_S = 0.2
 N_EMBEDDED = 8
-EMBEDDED_MAX_TOKENS = 48
+EMBEDDED_MAX_TOKENS = 32
 TARGETS = {"concurrency_efficiency": 0.9, "cache_speedup": 50.0, "embedded_batch_speedup": 3.0}
 
 

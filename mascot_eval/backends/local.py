@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import queue
 import threading
 import time
@@ -72,6 +73,11 @@ class LocalEngine:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise UserError(f"model '{self.label}' needs the `local` extra: pip install 'mascot-eval[local]' ({exc})") from None
+        threads = os.environ.get("MASCOT_TORCH_THREADS")
+        if threads:  # e.g. 1 on a machine shared with other CPU-heavy jobs (avoids thread contention)
+            if not threads.isdigit() or int(threads) < 1:
+                raise UserError(f"MASCOT_TORCH_THREADS={threads!r}: give a positive whole number of threads")
+            torch.set_num_threads(int(threads))
         ref = str(self._resolve()) if self._resolve else self.model_ref
         try:
             tok = AutoTokenizer.from_pretrained(ref)
