@@ -8,9 +8,10 @@ the maximum over references), a precision with zero matches replaced by epsilon 
 hypothesis n-grams, at least 1), brevity penalty from the closest reference length (ties -> the
 shorter), BLEU = BP * exp(sum_n w_n log p_n), and 0 when no unigram matches.
 
-It is fast because the n-grams of every text are counted once (:class:`NgramIndex`, which keeps a
-sorted (text, n-gram) -> count table) and the clipped matches of all jobs are one vectorised look-up
-of every hypothesis n-gram in each of its references, not one Counter per pair.
+It is fast because the n-grams of every text are counted once (:class:`NgramIndex`, a sparse
+text x n-gram count matrix per order) and the clipped matches of all jobs come from a few sparse
+row gathers and element-wise maximum/minimum operations in scipy's compiled CSR code, not from one
+Counter per pair.
 """
 
 from __future__ import annotations
@@ -57,31 +58,23 @@ def bleu_jobs(
 
     log_sum = np.zeros(n_jobs)
     unigram_matches = None
-    self_ref = np.zeros(n_jobs, dtype=bool)  # the hypothesis text is also one of its references
-    np.logical_or.at(self_ref, pair_job, ref_flat == hyp[pair_job])
+    # reference slot t of every job; jobs with fewer references point at an empty row
+    empty = index.n_seq
+    slots = []
+    for t in range(int(n_refs.max())):
+        slot = np.full(n_jobs, empty, dtype=np.int64)
+        has = np.nonzero(n_refs > t)[0]
+        slot[has] = ref_flat[job_start[has] + t]
+        slots.append(slot)
     for n in range(1, max_n + 1):
-        hk, hgram, hcnt = index.gather(n, hyp)
-        # An n-gram found in no other text than the hypothesis can only match a reference that is
-        # the same text; the others are looked up in each reference of their job (job by job,
-        # reference by reference, so the sorted look-ups stay local), keeping the maximum count.
-        ref_max = np.where(self_ref[hk], hcnt, 0)
-        shared = np.nonzero(index.doc_freq(n)[hgram] > 1)[0]
-        if len(shared):
-            sk = hk[shared]
-            e_per_job = np.bincount(sk, minlength=n_jobs)
-            e_start = np.cumsum(e_per_job) - e_per_job
-            q_per_job = n_refs * e_per_job
-            q_job = np.repeat(np.arange(n_jobs, dtype=np.int64), q_per_job)
-            within = np.arange(len(q_job), dtype=np.int64) - np.repeat(np.cumsum(q_per_job) - q_per_job, q_per_job)
-            e_j = e_per_job[q_job]
-            t = within // e_j
-            e = e_start[q_job] + within - t * e_j
-            found = index.lookup(n, ref_flat[job_start[q_job] + t], hgram[shared[e]])
-            shared_max = np.zeros(len(shared), dtype=np.int64)
-            np.maximum.at(shared_max, e, found)
-            ref_max[shared] = shared_max
-        clipped = np.minimum(hcnt, ref_max)
-        num = np.bincount(hk, weights=clipped, minlength=n_jobs)
+        # rows = texts (plus one empty row), columns = n-grams, values = counts. The clipped count
+        # of a job's n-gram is min(hypothesis count, max over references): sparse row gathers and
+        # element-wise maximum/minimum, all in scipy's compiled CSR routines.
+        x = index.matrix(n, extra_rows=1)
+        ref_max = x[slots[0]]
+        for slot in slots[1:]:
+            ref_max = ref_max.maximum(x[slot])
+        num = np.asarray(x[hyp].minimum(ref_max).sum(axis=1), dtype=np.float64).ravel()
         den = np.maximum(1, hyp_len - n + 1).astype(float)
         if n == 1:
             unigram_matches = num

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
+import pandas as pd
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -51,9 +52,10 @@ class NgramIndex:
     def __init__(self, sequences: Sequence[Sequence[str]], max_n: int = 4) -> None:
         self.max_n = max_n
         self.n_seq = len(sequences)
-        vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(sequences)))}
-        self.vocab_size = max(1, len(vocab))
-        tok = np.fromiter(map(vocab.__getitem__, chain.from_iterable(sequences)), dtype=np.int64)
+        codes, uniq = pd.factorize(np.fromiter(chain.from_iterable(sequences), dtype=object))
+        n_vocab = len(uniq)
+        self.vocab_size = max(1, n_vocab)
+        tok = codes.astype(np.int64, copy=False)
         self.lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=self.n_seq)
         starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]) if self.n_seq else np.zeros(0, np.int64)
         seq_of_pos = np.repeat(np.arange(self.n_seq, dtype=np.int64), self.lengths)
@@ -70,7 +72,7 @@ class NgramIndex:
             idx = np.nonzero(valid)[0]
             if n == 1:  # token ids are already dense: 0..V-1, each occurring
                 dense = tok[idx]
-                g = len(vocab)
+                g = n_vocab
             else:
                 g, dense = _dense_ids(prev[idx] * self.vocab_size + tok[idx + n - 1])
             self.n_grams[n] = g
@@ -98,6 +100,26 @@ class NgramIndex:
         idx = ranges(starts, lens)
         k = np.repeat(np.arange(len(seq_ids), dtype=np.int64), lens)
         return k, self.grams[n][idx], self.counts[n][idx]
+
+    def matrix(self, n: int, extra_rows: int = 0):  # type: ignore[no-untyped-def]
+        """The counts of order n as a scipy CSR matrix (texts x n-grams, sorted indices), with
+        ``extra_rows`` empty rows appended."""
+        import scipy.sparse as sp
+
+        ip = self.indptr[n]
+        if extra_rows:
+            ip = np.concatenate([ip, np.full(extra_rows, ip[-1], dtype=ip.dtype)])
+        # int32 throughout when it fits: scipy then neither converts nor copies, and its merges run faster
+        small = len(self.grams[n]) < 2**31 - 1 and self.n_grams[n] < 2**31 - 1
+        dt = np.int32 if small else np.int64
+        counts = self.counts[n]
+        if small and counts.max(initial=0) < 2**31 - 1:
+            counts = counts.astype(np.int32)
+        m = sp.csr_matrix((counts, self.grams[n].astype(dt, copy=False), ip.astype(dt, copy=False)),
+                          shape=(self.n_seq + extra_rows, max(1, self.n_grams[n])), copy=False)
+        m.has_sorted_indices = True
+        m.has_canonical_format = True
+        return m
 
     def doc_freq(self, n: int) -> np.ndarray:
         """Number of sequences that contain each n-gram (cached)."""
