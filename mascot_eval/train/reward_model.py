@@ -40,13 +40,16 @@ def rm_text(card: PersonaCard, turns: list[dict[str, str]], reply: str) -> str:
 class RewardModel:
     """Base encoder + standardisation + linear head. Use :meth:`score` for rewards."""
 
-    def __init__(self, base_path: str, spec: RewardModelSpec, *, base_spec: str = "", device: str = "cpu") -> None:
+    def __init__(self, base_path: str, spec: RewardModelSpec, *, base_spec: str = "", device: str | None = None) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
+        device = device or default_device()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(base_path)
-            self.base = AutoModel.from_pretrained(base_path, dtype=torch.float32)
+            # on a GPU the (large) base runs in bf16 on this process's device; the head stays float32
+            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+            self.base = AutoModel.from_pretrained(base_path, dtype=dtype).to(device)
         except (OSError, ValueError) as exc:
             raise UserError(f"reward model: cannot load base model {base_spec or base_path} ({str(exc).splitlines()[0][:200]})") from None
         if self.tokenizer.pad_token is None:
@@ -59,11 +62,11 @@ class RewardModel:
         self.device = device
         hidden = int(self.base.config.hidden_size)
         self.hidden = hidden
-        self.head = torch.nn.Linear(hidden, 1)
+        self.head = torch.nn.Linear(hidden, 1).to(device)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
-        self.mu = torch.zeros(hidden)
-        self.sigma = torch.ones(hidden)
+        self.mu = torch.zeros(hidden, device=device)
+        self.sigma = torch.ones(hidden, device=device)
         self.lora = False
         for p in self.base.parameters():
             p.requires_grad_(False)
@@ -79,9 +82,9 @@ class RewardModel:
         h = out.last_hidden_state
         mask = enc["attention_mask"].to(h.device).unsqueeze(-1).to(h.dtype)
         if self.spec.pooling == "mean":
-            return (h * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return ((h * mask).sum(1) / mask.sum(1).clamp(min=1.0)).float()
         idx = enc["attention_mask"].sum(1).to(h.device) - 1
-        return h[torch.arange(h.shape[0], device=h.device), idx]
+        return h[torch.arange(h.shape[0], device=h.device), idx].float()
 
     def features(self, texts: list[str], *, grad: bool = False, batch: int = 8):
         import torch
@@ -112,8 +115,8 @@ class RewardModel:
 
         folder.mkdir(parents=True, exist_ok=True)
         save_file(
-            {"weight": self.head.weight.detach().contiguous(), "bias": self.head.bias.detach().contiguous(),
-             "mu": self.mu.contiguous(), "sigma": self.sigma.contiguous()},
+            {"weight": self.head.weight.detach().cpu().contiguous(), "bias": self.head.bias.detach().cpu().contiguous(),
+             "mu": self.mu.cpu().contiguous(), "sigma": self.sigma.cpu().contiguous()},
             str(folder / "head.safetensors"),
         )
         if self.lora:
@@ -141,8 +144,19 @@ class RewardModel:
         t = load_file(str(folder / "head.safetensors"))
         rm.head.weight.data.copy_(t["weight"])
         rm.head.bias.data.copy_(t["bias"])
-        rm.mu, rm.sigma = t["mu"], t["sigma"]
+        rm.mu, rm.sigma = t["mu"].to(rm.device), t["sigma"].to(rm.device)
         return rm
+
+
+def default_device() -> str:
+    """This process's GPU under accelerate/torchrun (LOCAL_RANK), else the CPU."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return "cpu"
 
 
 def pairwise_accuracy(rm: RewardModel, pairs: list[dict[str, Any]]) -> float | None:

@@ -10,6 +10,7 @@ from typing import Any
 from ..backends.client import ClientSettings
 from .basemodel import check_base
 from .config import TrainConfig
+from .grpo import is_main_process
 from .plots import plot_training
 from .stage1 import Say, _quiet, run_stage1
 from .stage2 import run_stage2
@@ -44,6 +45,8 @@ def train(
     if stage in ("stage2", "all") and not (data_only and stage == "all"):
         run_stage2(cfg, out, data_dir=data_dir, settings=settings, say=say, data_only=data_only)
     td = TrainDir(out)
+    if not is_main_process():  # under accelerate only rank 0 writes the manifest and the plot
+        return td.load()
     from ..runs.manifest import provenance
 
     png = plot_training(td.log_rows(), td.root / "training_curves.png")
