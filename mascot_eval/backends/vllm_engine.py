@@ -1,9 +1,10 @@
 """``vllm/<path-or-id>``: the in-process ``vllm.LLM`` engine (imported lazily), LoRA via ``LoRARequest``.
 
 ``vllm/embedded`` names the converted embedded SmolLM2 folder. vLLM pins its own transformers,
-so it usually lives in its own virtual environment (``make vllm-venv``); run mascot-eval from
-there (``PYTHONPATH=. .venv-vllm/bin/python -m mascot_eval.cli.main ...``) or serve the model
-with ``python -m vllm.entrypoints.openai.api_server`` and use ``openai-compatible/...``.
+so it usually lives in its own virtual environment (``make vllm-venv``, which also installs
+mascot-eval there); run mascot-eval from there (``.venv-vllm/bin/mascot-eval run --model
+vllm/embedded``) or serve the model with ``python -m vllm.entrypoints.openai.api_server`` and
+use ``openai-compatible/...`` (README, "Model backends / vLLM").
 
 Concurrent calls are gathered like the embedded backend's and handed to one ``LLM.chat`` call
 with per-request sampling parameters and LoRA requests; vLLM schedules them continuously. A
@@ -14,8 +15,9 @@ The engine runs inside this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: no en
 subprocess to spawn, which saves ~25 s of imports per process on a small CPU machine). On CPU
 it runs eagerly (no torch.compile warm-up, minutes on two cores) and sets
 ``OMP_WAIT_POLICY=PASSIVE``: spinning OpenMP threads otherwise starve the Python thread that
-schedules the engine and generation becomes ~20x slower. Every variable is only a default; a
-value already in the environment wins.
+schedules the engine and generation becomes ~20x slower. When torch was imported before the
+engine (too late for that variable) it uses one torch thread instead, which is as fast here.
+Every variable is only a default; a value already in the environment wins.
 
 Engine settings come from the environment: ``MASCOT_VLLM_DTYPE`` (default ``auto``),
 ``MASCOT_VLLM_MAX_MODEL_LEN`` (2048), ``MASCOT_VLLM_ENABLE_LORA`` (1),
@@ -78,7 +80,8 @@ class VLLMEngine:
             return
         # Defaults only (a value the user set wins); they must be in place before torch/vLLM load.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        if "torch" not in sys.modules:
+        torch_loaded = "torch" in sys.modules  # OpenMP read its settings already
+        if not torch_loaded:
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from vllm import LLM
@@ -91,6 +94,12 @@ class VLLMEngine:
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+            if torch_loaded and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+                # Too late for the passive policy: one OpenMP thread at least leaves no thread spinning.
+                import torch
+
+                log.info("torch was imported before vLLM with OpenMP spin-waiting; using 1 thread (set OMP_WAIT_POLICY=PASSIVE)")
+                torch.set_num_threads(1)
         enable_lora = _env_flag("MASCOT_VLLM_ENABLE_LORA", True)
         kwargs: dict[str, Any] = {}
         if enable_lora:
