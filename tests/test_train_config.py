@@ -77,3 +77,20 @@ def test_base_model_spec_checked():
         resolve_base("openai/gpt-4o")
     with pytest.raises(UserError, match="plain base model"):
         resolve_base("embedded#lora=/x")
+
+
+def test_judge_overrides_apply_to_training_only(tmp_path):
+    from mascot_eval.judges.specs import resolve_judge
+    from mascot_eval.train.stage1 import judge_info
+
+    tiny = load_config(TINY)
+    spec = tiny.judge_spec()
+    assert spec.name == "local" and spec.decoding.max_tokens == 120 and spec.reask == 0 and spec.decoding.top_logprobs == 0
+    file_spec = resolve_judge("local")
+    assert file_spec.decoding.max_tokens != 120  # the judge file itself is untouched (evaluation uses it)
+    plain = load_config(_write(tmp_path, judge_overrides={}))
+    assert plain.judge_spec().decoding == file_spec.decoding
+    assert judge_info(tiny)["spec_hash"] != judge_info(plain)["spec_hash"]  # judged rows are redone when it changes
+    assert judge_info(tiny)["overrides"] == {"max_tokens": 120, "reask": 0, "top_logprobs": 0}
+    with pytest.raises(UserError, match="judge_overrides.max_tokens"):
+        load_config(_write(tmp_path, judge_overrides={"max_tokens": 2}))

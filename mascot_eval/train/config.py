@@ -131,6 +131,14 @@ class Launch(_Strict):
     expected_hours: float | None = None
 
 
+class JudgeOverride(_Strict):
+    """Cheaper judging during training (evaluation keeps the judge file's own settings); None = the file's value."""
+
+    max_tokens: int | None = Field(None, ge=16, le=8192)
+    reask: int | None = Field(None, ge=0, le=3)
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+
+
 class TrainConfig(_Strict):
     name: str
     description: str = ""
@@ -141,6 +149,7 @@ class TrainConfig(_Strict):
     persona_group: str
     personas: list[str] | None = Field(None, description="subset of the group's members (default: all)")
     judge: str = Field(description="judge alias (judges/*.yaml) or model spec")
+    judge_overrides: JudgeOverride = Field(default_factory=JudgeOverride)
     seed: int = 0
     max_connections: int = Field(4, ge=1)
     data: DataSpec
@@ -163,6 +172,24 @@ class TrainConfig(_Strict):
                 node = node[key]
             picked[p] = node
         return stable_hash(picked)
+
+    def judge_spec(self):
+        """The judge as used for training: the resolved spec with ``judge_overrides`` applied."""
+        from ..judges.specs import resolve_judge
+
+        spec = resolve_judge(self.judge)
+        o = self.judge_overrides
+        dec = {k: v for k, v in (("max_tokens", o.max_tokens), ("top_logprobs", o.top_logprobs)) if v is not None}
+        update: dict = {}
+        if dec:
+            update["decoding"] = spec.decoding.model_copy(update=dec)
+        if o.reask is not None:
+            update["reask"] = o.reask
+        if not update:
+            return spec
+        out = spec.model_copy(update=update)
+        out.file, out.root = spec.file, spec.root
+        return out
 
     def config_hash(self) -> str:
         return stable_hash(self.model_dump(mode="json"))

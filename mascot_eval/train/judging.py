@@ -13,6 +13,7 @@ from typing import Any
 
 from ..backends.client import ClientSettings
 from ..criteria import AGENT_CRITERIA
+from ..judges.specs import JudgeSpec
 from ..fileio import append_jsonl, read_jsonl
 from ..personas import PersonaCard
 from . import aio
@@ -28,7 +29,7 @@ def aggregate(scores: dict[str, float | None]) -> float | None:
 
 
 def judge_candidates(
-    judge: str,
+    judge: str | JudgeSpec,
     candidates: list[dict[str, Any]],
     cards: dict[str, PersonaCard],
     out: Path,
@@ -62,7 +63,7 @@ def judge_candidates(
             "context_id": c["context_id"],
             "persona": c["persona"],
             "k": c["k"],
-            "judge": judge,
+            "judge": judge if isinstance(judge, str) else judge.name,
             "scores": scores,
             "aggregate": agg,
             "status": "scored" if agg is not None else "unscored",

@@ -28,11 +28,13 @@ def _quiet(_: str) -> None:
     return None
 
 
-def judge_info(judge: str) -> dict[str, Any]:
-    from ..judges.specs import resolve_judge
-
-    spec = resolve_judge(judge)
-    return {"name": spec.name, "model": spec.model, "spec_hash": spec.spec_hash}
+def judge_info(cfg: TrainConfig) -> dict[str, Any]:
+    spec = cfg.judge_spec()
+    info = {"name": spec.name, "model": spec.model, "spec_hash": spec.spec_hash}
+    overrides = cfg.judge_overrides.model_dump(exclude_none=True)
+    if overrides:
+        info["overrides"] = overrides
+    return info
 
 
 def prepare(cfg: TrainConfig, out: Path, data_dir: str | Path | None) -> tuple[TrainDir, list[TrainContext], str]:
@@ -42,7 +44,7 @@ def prepare(cfg: TrainConfig, out: Path, data_dir: str | Path | None) -> tuple[T
     contexts = training_contexts(cfg, data_dir)
     ctx_hash = stable_hash([tc.key for tc in contexts])
     td.update(data={"tasks": cfg.data.tasks, "contexts": len(contexts), "contexts_hash": ctx_hash},
-              judge=judge_info(cfg.judge))
+              judge=judge_info(cfg))
     return td, contexts, ctx_hash
 
 
@@ -106,14 +108,14 @@ def run_stage1(
     candidates = [r for r in read_jsonl(td.candidates) if r["key"] in wanted]
 
     # 2. judged
-    judge = judge_info(cfg.judge)
+    judge = judge_info(cfg)
     h_judge = stable_hash([h_cand, judge])
     if td.step_done("judged", h_judge, td.judged):
         say(f"stage1 judged: done ({td.judged})")
     else:
         _require_main("judged")
         td.step_check("judged", h_judge, td.judged)
-        j = judge_candidates(cfg.judge, candidates, by_id, td.judged, settings=settings)
+        j = judge_candidates(cfg.judge_spec(), candidates, by_id, td.judged, settings=settings)
         say(f"stage1 judged: {j['new']} new, {j['reused']} reused; {j['scored']} scored, {j['unscored']} unscored by '{cfg.judge}'")
         td.mark_done("judged", h_judge, scored=j["scored"], unscored=j["unscored"])
     judged = [r for r in read_jsonl(td.judged) if r["key"] in wanted]

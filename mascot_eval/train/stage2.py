@@ -241,7 +241,9 @@ def run_stage2(
     dest = td.adapter("director")
     from ..judges.score import judge_transcript
 
-    h_dir = stable_hash([h_roll, cfg.judge, cfg.section_hash("stage2.grpo", "stage2.lora", "stage2.reward")])
+    judge_spec = cfg.judge_spec()
+    h_dir = stable_hash([h_roll, cfg.judge, cfg.judge_overrides.model_dump(exclude_none=True),
+                         cfg.section_hash("stage2.grpo", "stage2.lora", "stage2.reward")])
     if td.step_done("adapter:director", h_dir, dest / "adapter_config.json"):
         say(f"stage2 director adapter: done ({dest})")
         td.update(adapters={"director": "adapters/director"})
@@ -257,7 +259,7 @@ def run_stage2(
                          "prefix_json": json.dumps(prefix, ensure_ascii=False)})
 
     async def judge(t: Transcript):
-        return await judge_transcript(cfg.judge, t, levels=("group",), settings=settings, cards=cards)
+        return await judge_transcript(judge_spec, t, levels=("group",), settings=settings, cards=cards)
 
     base_path = resolve_base(cfg.base_model)
     tok = load_tokenizer(base_path, cfg.base_model)
