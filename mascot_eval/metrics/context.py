@@ -170,6 +170,12 @@ class MetricContext:
             return self._vectors_future.result()
         return self._compute_vectors()
 
+    def vec_id_of_text(self, text: str) -> int:
+        """Row of ``text`` (a turn text or a persona card) in :attr:`vectors`."""
+        _ = self.vectors
+        tid = self.text_id.get(text)
+        return tid if tid is not None else self._card_ids[text]
+
     def vec_of_text(self, text: str) -> np.ndarray:
         v = self.vectors
         tid = self.text_id.get(text)

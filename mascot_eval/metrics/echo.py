@@ -134,13 +134,19 @@ def _partners(ctx: MetricContext) -> list[tuple[TurnRef, TurnRef | None, TurnRef
     return ctx.memo("echo:partners", run)
 
 
-def rowwise_cosine(vectors: np.ndarray, a: list[int], b: list[int]) -> np.ndarray:
-    """Dot products of rows a[k] and b[k] of unit vectors, in float64."""
-    if not a:
-        return np.zeros(0)
-    x = vectors[np.asarray(a, dtype=np.int64)].astype(np.float64)
-    y = vectors[np.asarray(b, dtype=np.int64)].astype(np.float64)
-    return np.einsum("ij,ij->i", x, y)
+BLOCK = 4096  # rows per block in the float64 similarity helpers (bounds their temporary memory)
+
+
+def rowwise_cosine(vectors: np.ndarray, a, b) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Dot products of rows a[k] and b[k] of unit vectors, in float64, block by block."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    out = np.zeros(len(a))
+    for s in range(0, len(a), BLOCK):
+        x = vectors[a[s : s + BLOCK]].astype(np.float64)
+        y = vectors[b[s : s + BLOCK]].astype(np.float64)
+        out[s : s + BLOCK] = np.einsum("ij,ij->i", x, y)
+    return out
 
 
 def _sim(kind: str, which: int):  # type: ignore[no-untyped-def]

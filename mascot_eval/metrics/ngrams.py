@@ -64,8 +64,6 @@ class NgramIndex:
         self.grams: dict[int, np.ndarray] = {}
         self.counts: dict[int, np.ndarray] = {}
         self.n_grams: dict[int, int] = {}
-        self.keys: dict[int, np.ndarray] = {}
-        self._df: dict[int, np.ndarray] = {}
         prev = tok.copy()  # dense id of the (n-1)-gram starting at each position
         for n in range(1, max_n + 1):
             valid = pos_in_seq <= (self.lengths[seq_of_pos] - n)
@@ -82,7 +80,6 @@ class NgramIndex:
             # per-sequence (gram, count), sorted by sequence then gram
             pair = seq_of_pos[idx] * max(1, g) + dense
             upair, cnt = np.unique(pair, return_counts=True)
-            self.keys[n] = upair  # sequence * max(1, g) + gram, sorted: a global look-up table
             seq = upair // max(1, g)
             self.grams[n] = upair % max(1, g)
             self.counts[n] = cnt.astype(np.int64)
@@ -120,22 +117,6 @@ class NgramIndex:
         m.has_sorted_indices = True
         m.has_canonical_format = True
         return m
-
-    def doc_freq(self, n: int) -> np.ndarray:
-        """Number of sequences that contain each n-gram (cached)."""
-        if n not in self._df:
-            self._df[n] = np.bincount(self.grams[n], minlength=self.n_grams[n])
-        return self._df[n]
-
-    def lookup(self, n: int, seq_ids: np.ndarray, grams: np.ndarray) -> np.ndarray:
-        """Count of n-gram ``grams[k]`` in sequence ``seq_ids[k]`` (0 where absent), vectorised."""
-        keys = self.keys[n]
-        if not len(keys) or not len(grams):
-            return np.zeros(len(grams), dtype=np.int64)
-        q = np.asarray(seq_ids, dtype=np.int64) * max(1, self.n_grams[n]) + grams
-        pos = np.searchsorted(keys, q)
-        pos_c = np.minimum(pos, len(keys) - 1)
-        return np.where(keys[pos_c] == q, self.counts[n][pos_c], 0)
 
     def ngram_totals(self, n: int) -> np.ndarray:
         """Number of n-grams (with repetition) per sequence: max(0, len - n + 1)."""

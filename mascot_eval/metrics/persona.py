@@ -13,6 +13,7 @@ import numpy as np
 from . import register
 from .base import Metric, Rows
 from .context import MetricContext
+from .echo import BLOCK, rowwise_cosine
 
 
 def _norm(m: np.ndarray) -> np.ndarray:
@@ -20,16 +21,17 @@ def _norm(m: np.ndarray) -> np.ndarray:
     return np.divide(m, n, out=np.zeros_like(m), where=n > 0)
 
 
-def _card_matrix(ctx: MetricContext) -> tuple[dict[tuple[str, str], int], np.ndarray]:
-    """(persona group, speaker) -> row of a matrix of card embeddings (float64)."""
+def _card_matrix(ctx: MetricContext) -> tuple[dict[tuple[str, str], int], np.ndarray, list[int]]:
+    """(persona group, speaker) -> row of a matrix of card embeddings (float64), and each card's
+    row in ``ctx.vectors``."""
 
-    def run() -> tuple[dict[tuple[str, str], int], np.ndarray]:
+    def run() -> tuple[dict[tuple[str, str], int], np.ndarray, list[int]]:
         cards = ctx.card_texts
         keys = sorted(cards)
         if not keys:
-            return {}, np.zeros((0, 0))
+            return {}, np.zeros((0, 0)), []
         mat = np.stack([ctx.vec_of_text(cards[k]) for k in keys]).astype(np.float64)
-        return {k: i for i, k in enumerate(keys)}, mat
+        return {k: i for i, k in enumerate(keys)}, mat, [ctx.vec_id_of_text(cards[k]) for k in keys]
 
     return ctx.memo("persona:cards", run)
 
@@ -38,7 +40,7 @@ def _persona_similarity(ctx: MetricContext) -> Rows:
     rows = Rows()
     if not ctx.agent_turns:
         return rows
-    row_of, mat = _card_matrix(ctx)
+    row_of, _, card_vec_ids = _card_matrix(ctx)
     turns, card_rows = [], []
     for r in ctx.agent_turns:
         i = row_of.get((ctx.transcripts[r.ti].persona_group, r.speaker))
@@ -47,8 +49,7 @@ def _persona_similarity(ctx: MetricContext) -> Rows:
             card_rows.append(i)
     missing = len(ctx.agent_turns) - len(turns)
     if turns:
-        e = ctx.vectors[[r.text_id for r in turns]].astype(np.float64)
-        vals = np.einsum("ij,ij->i", e, mat[card_rows])
+        vals = rowwise_cosine(ctx.vectors, [r.text_id for r in turns], [card_vec_ids[i] for i in card_rows])
         rows.extend([r.ti for r in turns], vals, [r.speaker for r in turns], [r.round for r in turns])
     if missing:
         ctx.note("persona_similarity: speaker without a persona card", missing)
@@ -59,7 +60,7 @@ def _card_margin(ctx: MetricContext) -> Rows:
     rows = Rows()
     if not ctx.agent_turns:
         return rows
-    row_of, mat = _card_matrix(ctx)
+    row_of, mat, _ = _card_matrix(ctx)
     members: dict[str, list[int]] = {}
     for (g, _), i in row_of.items():
         members.setdefault(g, []).append(i)
@@ -74,8 +75,10 @@ def _card_margin(ctx: MetricContext) -> Rows:
         others.append([j for j in members[g] if j != i])
     missing = len(ctx.agent_turns) - len(turns)
     if turns:
-        e = ctx.vectors[[r.text_id for r in turns]].astype(np.float64)
-        sims = e @ mat.T  # every turn against every card
+        ids = np.array([r.text_id for r in turns], dtype=np.int64)
+        sims = np.zeros((len(turns), len(mat)))  # every turn against every card, block by block
+        for s in range(0, len(ids), BLOCK):
+            sims[s : s + BLOCK] = ctx.vectors[ids[s : s + BLOCK]].astype(np.float64) @ mat.T
         idx = np.arange(len(turns))
         own_sim = sims[idx, own]
         other_sim = np.full(len(turns), -np.inf)
@@ -124,15 +127,17 @@ def _centroid_dialogue(ctx: MetricContext) -> Rows:
         return rows
     keys: dict[tuple[int, str], int] = {}
     idx = np.fromiter((keys.setdefault((r.ti, r.speaker), len(keys)) for r in turns), dtype=np.int64, count=len(turns))
-    vec = ctx.vectors[[r.text_id for r in turns]].astype(np.float64)
-    sums = np.zeros((len(keys), vec.shape[1]))
-    np.add.at(sums, idx, vec)
+    ids = np.array([r.text_id for r in turns], dtype=np.int64)
+    dim = ctx.vectors.shape[1]
+    sums = np.zeros((len(keys), dim))
+    for s in range(0, len(ids), BLOCK):
+        np.add.at(sums, idx[s : s + BLOCK], ctx.vectors[ids[s : s + BLOCK]].astype(np.float64))
     counts = np.bincount(idx, minlength=len(keys)).astype(np.float64)
     cent = _norm(sums / counts[:, None])
     dia = np.fromiter((ti for ti, _ in keys), dtype=np.int64, count=len(keys))
     n_t = len(ctx.transcripts)
     k = np.bincount(dia, minlength=n_t).astype(np.float64)
-    total = np.zeros((n_t, vec.shape[1]))
+    total = np.zeros((n_t, dim))
     np.add.at(total, dia, cent)
     self_sq = np.bincount(dia, weights=(cent * cent).sum(1), minlength=n_t)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -12,6 +12,7 @@ from . import register
 from .base import Metric, Rows
 from .bleu import bleu_jobs
 from .context import MetricContext, TurnRef
+from .echo import rowwise_cosine
 
 
 def _history(ctx: MetricContext) -> list[tuple[TurnRef, list[TurnRef]]]:
@@ -48,7 +49,7 @@ def _cosine(ctx: MetricContext) -> Rows:
     # every (turn, earlier turn) pair at once, then the maximum per turn
     a = [t.text_id for t, prev in hist for _ in prev]
     b = [e.text_id for _, prev in hist for e in prev]
-    sims = np.einsum("ij,ij->i", vec[a].astype(np.float64), vec[b].astype(np.float64))
+    sims = rowwise_cosine(vec, a, b)
     starts = np.concatenate([[0], np.cumsum([len(prev) for _, prev in hist])[:-1]]).astype(np.int64)
     best = np.maximum.reduceat(sims, starts)
     rows.extend([t.ti for t, _ in hist], best, [t.speaker for t, _ in hist], [t.round for t, _ in hist])
