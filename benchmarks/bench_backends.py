@@ -11,6 +11,10 @@ Starts and stops its own llm-katan server (echo backend, 200 ms latency per requ
   concurrently (gathered into one padded batch) versus the same 8 one by one: tokens per second
   ratio. Target >= 3. The outputs must be identical.
 
+Shared machines are noisy: each part first waits (up to 2 minutes) for the 1-minute load average
+to drop below 1.5, the first run is repeated 3 times with fresh keys (best kept, all recorded) and
+the embedded runs twice each, interleaved (best kept); process CPU times are recorded as well.
+
 Writes ``benchmarks/results/backends.json`` with the figures, the raw timings and machine info
 (CPU count, load average before and after: other jobs on a shared machine slow everything down).
 
@@ -53,6 +57,9 @@ CONNECTIONS = 32
 LATENCY_S = 0.2
 N_EMBEDDED = 8
 EMBEDDED_MAX_TOKENS = 32
+REPEATS = 3
+QUIET_LOAD = 1.5  # wait (up to QUIET_WAIT_S) for the 1-minute load average to drop below this
+QUIET_WAIT_S = 120
 TARGETS = {"concurrency_efficiency": 0.9, "cache_speedup": 50.0, "embedded_batch_speedup": 3.0}
 
 
@@ -76,13 +83,19 @@ def bench_http(cache_dir: str) -> dict:
         async def run() -> dict:
             first = ModelClient(spec, settings)
             await _burst(first, CONNECTIONS * 2, "warm-up")  # SDK import and connection pool, not measured
-            t_first = await _burst(first, N_REQUESTS, "request")
-            calls_first = first.calls - CONNECTIONS * 2
+            firsts = []
+            for rep in range(REPEATS):  # fresh keys each time: every repeat is a first run
+                calls0 = first.calls
+                firsts.append((await _burst(first, N_REQUESTS, f"request r{rep}"), first.calls - calls0, rep))
             await first.aclose()
+            t_first, calls_first, best = min(firsts)
             second = ModelClient(spec, settings)
-            t_cached = min([await _burst(second, N_REQUESTS, "request") for _ in range(3)])
+            t_cached = min([await _burst(second, N_REQUESTS, f"request r{best}") for _ in range(REPEATS)])
             await second.aclose()
-            return {"t_first": t_first, "t_cached": t_cached, "calls_first": calls_first, "calls_cached": second.calls}
+            return {
+                "t_first": t_first, "t_cached": t_cached, "calls_first": calls_first, "calls_cached": second.calls,
+                "all_first_s": [round(f[0], 4) for f in firsts],
+            }
 
         r = asyncio.run(run())
         server_answers = srv.successes()
@@ -97,6 +110,7 @@ def bench_http(cache_dir: str) -> dict:
             "server_latency_s": LATENCY_S,
             "ideal_requests_per_s": ideal,
             "first_run_s": round(r["t_first"], 4),
+            "first_runs_s (each with fresh keys; best is used)": r["all_first_s"],
             "first_run_requests_per_s": round(throughput, 2),
             "model_calls_first_run": r["calls_first"],
             "cached_run_s": round(r["t_cached"], 5),
@@ -133,13 +147,16 @@ def bench_embedded() -> dict:
     t0 = time.perf_counter()
     asyncio.run(client.chat([{"role": "user", "content": "warm up"}], GenerationParams(max_tokens=4)))
     load_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    one = asyncio.run(seq())
-    t_seq = time.perf_counter() - t0
-    n0 = len(engine.batches)
-    t0 = time.perf_counter()
-    many = asyncio.run(together())
-    t_batch = time.perf_counter() - t0
+    t_seq = t_batch = float("inf")
+    cpu_seq = cpu_batch = float("inf")
+    for _ in range(2):  # best of two for both, interleaved
+        t0, c0 = time.perf_counter(), time.process_time()
+        one = asyncio.run(seq())
+        t_seq, cpu_seq = min(t_seq, time.perf_counter() - t0), min(cpu_seq, time.process_time() - c0)
+        n0 = len(engine.batches)
+        t0, c0 = time.perf_counter(), time.process_time()
+        many = asyncio.run(together())
+        t_batch, cpu_batch = min(t_batch, time.perf_counter() - t0), min(cpu_batch, time.process_time() - c0)
     tok_seq = sum(r.usage.completion_tokens for r in one)
     tok_batch = sum(r.usage.completion_tokens for r in many)
     import torch
@@ -157,6 +174,9 @@ def bench_embedded() -> dict:
             "batched_tokens": tok_batch,
             "batched_tokens_per_s": round(tok_batch / t_batch, 2),
             "batch_sizes": engine.batches[n0:],
+            "one_by_one_cpu_s": round(cpu_seq, 3),
+            "batched_cpu_s": round(cpu_batch, 3),
+            "cpu_time_speedup": round((tok_batch / cpu_batch) / (tok_seq / cpu_seq), 3),
             "same_text_as_one_by_one": [r.text for r in one] == [r.text for r in many],
             "torch_threads": torch.get_num_threads(),
         },
@@ -180,12 +200,23 @@ def machine() -> dict:
     return info
 
 
+def wait_for_quiet() -> float:
+    """Seconds waited for the 1-minute load average to drop below QUIET_LOAD (shared machines)."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] >= QUIET_LOAD and time.monotonic() - t0 < QUIET_WAIT_S:
+        time.sleep(5)
+    return round(time.monotonic() - t0, 1)
+
+
 def main() -> None:
     usage.LEDGER.reset()
+    waited = {"http": wait_for_quiet()}
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache_dir:
         http = bench_http(cache_dir)
+    waited["embedded"] = wait_for_quiet()
+    load_mid = os.getloadavg()
     emb = bench_embedded()
     result = {
         "concurrency_efficiency": http.pop("concurrency_efficiency"),
@@ -197,6 +228,8 @@ def main() -> None:
         "machine": {
             **machine(),
             "load_average_1m_before": round(load_before[0], 2),
+            "load_average_1m_before_embedded": round(load_mid[0], 2),
+            "waited_for_quiet_s": waited,
             "load_average_1m_after": round(os.getloadavg()[0], 2),
         },
         "total_s": round(time.perf_counter() - t0, 1),
