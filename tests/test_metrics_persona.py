@@ -91,9 +91,10 @@ def _persona_dialogues(distinct: bool, n: int = 6) -> list:
 
 
 @pytest.mark.slow
-def test_persona_metrics_with_real_minilm():
+def test_persona_metrics_with_real_minilm(tmp_path, monkeypatch):
     """Distinct personas are separable and far apart; collapsed ones are at chance and close; each
     turn is closer to its own card than the others' on average for the distinct system."""
+    monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path / "cache"))
     df = compute(_persona_dialogues(True) + _persona_dialogues(False),
                  ["persona_separability", "persona_centroid_distance", "persona_centroid_distance_corpus",
                   "persona_similarity", "persona_card_margin"])
