@@ -157,11 +157,22 @@ class MetricContext:
         without embeddings run meanwhile; :attr:`vectors` waits for it (and re-raises its error)."""
         if "vectors" in self.__dict__ or self._vectors_future is not None:
             return
-        from concurrent.futures import ThreadPoolExecutor
+        import threading
+        from concurrent.futures import Future
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mascot-embed")
-        self._vectors_future = pool.submit(self._compute_vectors)
-        pool.shutdown(wait=False)
+        fut: Future = Future()
+
+        def work() -> None:
+            if not fut.set_running_or_notify_cancel():
+                return
+            try:
+                fut.set_result(self._compute_vectors())
+            except BaseException as exc:  # re-raised in the thread that reads `vectors`
+                fut.set_exception(exc)
+
+        self._vectors_future = fut
+        # a daemon thread: an interrupted or failed run exits without waiting for the embeddings
+        threading.Thread(target=work, name="mascot-embed", daemon=True).start()
 
     @cached_property
     def vectors(self) -> np.ndarray:
