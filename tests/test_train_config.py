@@ -91,6 +91,7 @@ def test_judge_overrides_apply_to_training_only(tmp_path):
     plain = load_config(_write(tmp_path, judge_overrides={}))
     assert plain.judge_spec().decoding == file_spec.decoding
     assert judge_info(tiny)["spec_hash"] != judge_info(plain)["spec_hash"]  # judged rows are redone when it changes
-    assert judge_info(tiny)["overrides"] == {"max_tokens": 120, "reask": 0, "top_logprobs": 0}
+    assert judge_info(tiny)["overrides"] == {"max_tokens": 120, "reask": 0, "top_logprobs": 0, "mode": "logprob"}
+    assert "overrides" not in judge_info(plain)
     with pytest.raises(UserError, match="judge_overrides.max_tokens"):
         load_config(_write(tmp_path, judge_overrides={"max_tokens": 2}))

@@ -137,6 +137,11 @@ class JudgeOverride(_Strict):
     max_tokens: int | None = Field(None, ge=16, le=8192)
     reask: int | None = Field(None, ge=0, le=3)
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    mode: Literal["generate", "logprob"] = Field(
+        "generate",
+        description="Stage 1 candidate scoring: 'generate' asks the judge for its JSON verdict; 'logprob' reads the "
+        "expected 1-5 digit per criterion from a local judge model's next-token probabilities (see train/logprob_judge.py)",
+    )
 
 
 class TrainConfig(_Strict):
