@@ -222,3 +222,24 @@ def test_multiagentesc_counts_bad_votes_and_strategies(tmp_path, fake_model, tmp
     st = ts["multiagentesc"].stats["multiagentesc"]
     assert st == {"strategy_fallbacks": 3, "invalid_votes": 6, "selection_fallbacks": 3}
     assert ts["multiagentesc"].agent_turns[0].meta["chosen"] == 0
+
+
+def test_an_agent_reply_that_cleans_to_nothing_is_resampled_once(tmp_path, fake_model, tmp_cache):
+    # the first sample writes only the user's next line; the second (sample_index 1) is a real reply
+    agent = lambda req: "User: so what now?" if req.params.sample_index == 0 else f"{speaker_of(req)} is here for you."
+    res, ts, _ = run(tmp_path, fake_model, ["zero-shot"], responder(agent=agent), rounds=1, name="resample")
+    t = ts["zero-shot"]
+    turns = [x for x in t.turns if not x.is_user]
+    assert turns and all(x.text.endswith("is here for you.") and x.meta["resampled"] for x in turns)
+    assert all(x.meta["raw_first"] == "User: so what now?" for x in turns)
+    assert t.stats["agents"]["resampled_empty"] == len(turns) and t.stats["agents"]["empty_turns"] == 0
+    check_schema(t)
+
+
+def test_an_agent_reply_empty_twice_stays_empty_and_is_counted(tmp_path, fake_model, tmp_cache):
+    res, ts, _ = run(tmp_path, fake_model, ["zero-shot"], responder(agent=lambda req: "User: hm?"), rounds=1,
+                     name="empty2")
+    t = ts["zero-shot"]
+    turns = [x for x in t.turns if not x.is_user]
+    assert all(x.text == "" and x.meta["empty"] for x in turns)
+    assert t.stats["agents"]["empty_turns"] == len(turns) == t.stats["agents"]["resampled_empty"]

@@ -28,11 +28,25 @@ async def speak(
     messages = system.templates.render(system.template("agent"), **variables)
     spec = system.model_for(card)
     usage = new_usage()
+    decoding = system.config.decoding
     resp = await state.call(
-        spec, messages, system.config.decoding, role=f"agent:{card.id}", tag=f"system:{system.config.name}", turn_usage=usage
+        spec, messages, decoding, role=f"agent:{card.id}", tag=f"system:{system.config.name}", turn_usage=usage
     )
-    return make_turn(system, state, card, resp.text, spec=spec, usage=usage, latency=resp.latency_s,
+    turn = make_turn(system, state, card, resp.text, spec=spec, usage=usage, latency=resp.latency_s,
                      directive=directive, reasoning=reasoning, meta=meta)
+    if turn.text or decoding.temperature <= 0:
+        return turn
+    # Nothing left after cleaning (the model wrote only someone else's turn): draw one more sample
+    # (sample index 1, so it is cached and reproducible like the first); counted either way.
+    state.count("agents", "resampled_empty")
+    first_raw = resp.text
+    resp = await state.call(
+        spec, messages, decoding, role=f"agent:{card.id}", tag=f"system:{system.config.name}", index=1, turn_usage=usage
+    )
+    again = make_turn(system, state, card, resp.text, spec=spec, usage=usage, latency=resp.latency_s,
+                      directive=directive, reasoning=reasoning, meta={**(meta or {}), "resampled": True, "raw_first": first_raw})
+    state.count("agents", "empty_turns", -1)  # empty_turns counts final turns; the first attempt was replaced
+    return again
 
 
 def make_turn(
