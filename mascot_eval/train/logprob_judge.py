@@ -96,10 +96,12 @@ class LogprobJudge:
         pad = self.tok.pad_token_id
         ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
         mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        keep = sorted({p for pos in positions for p in pos})  # only these positions' logits (not seq x vocab)
+        index = {p: i for i, p in enumerate(keep)}
         with torch.inference_mode():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
+            logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(keep)).logits
         out = []
         for r, pos in enumerate(positions):
-            sel = logits[r, pos][:, self.digits].float()  # (criteria, 5)
+            sel = logits[r, [index[p] for p in pos]][:, self.digits].float()  # (criteria, 5)
             out.append(torch.softmax(sel, dim=-1))
         return out
