@@ -74,6 +74,8 @@ def test_too_few_pairs_exit_2_says_how_many_and_why(tmp_path, capsys, fake_model
     data = yaml.safe_load(TINY.read_text())
     data["sampling_model"] = fake_model("sampler", lambda req: f"Reply {req.params.sample_index}: I hear you.")
     data["judge"] = fake_model("judge", _judge_all_equal)
+    data["judge_overrides"] = {}  # the scripted judge answers with its JSON verdict (generate mode)
+    data["stage1"]["delta"] = 0.5
     data["data"]["contexts"] = 2
     data["stage1"]["candidates"] = 3
     data["stage1"]["min_pairs"] = 50

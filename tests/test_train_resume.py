@@ -35,6 +35,8 @@ def make_cfg(tmp_path: Path, fake_model, **over):
     data = yaml.safe_load((REPO / "baselines/train/tiny.yaml").read_text())
     data["sampling_model"] = fake_model("sampler", sampler_responder)
     data["judge"] = fake_model("judge", judge_responder)
+    data["judge_overrides"] = {}  # the scripted judge answers with its JSON verdict (generate mode)
+    data["stage1"]["delta"] = 0.5
     data["data"]["contexts"] = 2
     data["stage1"]["candidates"] = 3
     data["stage1"]["reward_model"]["epochs"] = 2
