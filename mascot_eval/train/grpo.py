@@ -61,6 +61,10 @@ def run_grpo(
     from trl import GRPOConfig, GRPOTrainer
 
     set_threads()
+    if os.environ.get("WORLD_SIZE", "1") == "1":  # leftovers of a run killed mid-training (single process only:
+        # under accelerate another rank's fresh work folder would match too)
+        for stale in [*out_dir.parent.glob(f".{out_dir.name}.work.*"), *out_dir.parent.glob(f".{out_dir.name}.tmp.*")]:
+            shutil.rmtree(stale, ignore_errors=True)
     model = load_causal_lm(base_path, base_spec, bf16=spec.bf16)
     check_targets(model, lora, f"{stage}.lora")
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.work."))
