@@ -71,6 +71,9 @@ def test_tiny_preset_trains_and_the_checkpoint_is_evaluated(tmp_path, tmp_cache)
         lora = [r for r in log if r["step_name"] == "lora" and r["name"] == name]
         assert lora and lora[0]["trainable_params"] == 921_600
     assert any("rewards/persona_reward/mean" in r for r in log)
+    assert all("rm_score" in r and "format" in r for r in log if r["step_name"] == "grpo" and r["name"] in PERSONAS
+               and "reward" in r)  # the composite reward's parts
+    assert any("invalid_directive" in r for r in log if r["step_name"] == "grpo" and r["name"] == "director")
     assert any("rewards/director_reward/mean" in r for r in log)
 
     # a rerun reuses every finished step: nothing is sampled, judged or trained again

@@ -22,7 +22,9 @@ from .config import GrpoSpec, LoraSpec
 RewardFn = Callable[..., list[float | None]]
 
 KEEP = ("loss", "reward", "reward_std", "kl", "entropy", "grad_norm", "learning_rate", "completions/mean_length",
-        "completions/clipped_ratio", "frac_reward_zero_std")
+        "completions/clipped_ratio", "frac_reward_zero_std",
+        # reward parts logged by our reward functions (trl's log_metric): Stage 1 and Stage 2
+        "rm_score", "format", "group_judge", "redundancy", "invalid_directive", "unscored_blocks")
 
 
 def is_main_process() -> bool:
