@@ -55,3 +55,33 @@ def test_concurrent_requests_are_batched_and_match_one_by_one():
     assert par[0].finish_reason == "length" and par[0].usage.completion_tokens == 6
     assert par[2].finish_reason == "stop" and par[3].finish_reason == "stop"  # cut at their own stop strings
     assert par[1].usage.prompt_tokens > par[0].usage.prompt_tokens + 5  # rows of different lengths: left padding
+
+
+def test_greedy_and_sampled_requests_share_one_batch_and_keep_their_decoding():
+    client = ModelClient("embedded", ClientSettings(use_cache=False, max_connections=8))
+    engine = client.backend.engine()
+    msg = [{"role": "user", "content": "Say one kind sentence about rain."}]
+    greedy = GenerationParams(max_tokens=10)
+    sampled = [GenerationParams(max_tokens=10, temperature=1.3, top_p=1.0, seed=7, sample_index=i) for i in range(3)]
+
+    async def together():
+        return await asyncio.gather(client.chat(msg, greedy), *(client.chat(msg, p) for p in sampled))
+
+    alone = asyncio.run(client.chat(msg, greedy))
+    n_before = len(engine.batches)
+    mixed = asyncio.run(together())
+    assert engine.batches[n_before:] == [4]  # one generate call for the greedy and the sampled rows
+    assert mixed[0].text == alone.text  # the greedy row is still the arg-max continuation
+    assert len({r.text for r in mixed[1:]}) >= 2  # sampled rows really sample (temperature 1.3)
+
+
+def test_row_decoding_processor_by_hand():
+    import torch
+
+    from mascot_eval.backends.local import _row_decoding
+
+    scores = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
+    out = _row_decoding([(0.0, 1.0), (1.0, 0.75), (1.0, 1.0)])[0](None, scores)
+    assert torch.isinf(out[0, 1:]).all() and out[0, 0].isfinite()  # greedy: only the best token
+    assert out[1, :2].isfinite().all() and torch.isinf(out[1, 2])  # top-p 0.75 keeps 0.5 + 0.3
+    assert out[2].isfinite().all() and torch.allclose(out[2].softmax(-1), torch.tensor([0.5, 0.3, 0.2]))

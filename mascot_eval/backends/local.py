@@ -173,8 +173,7 @@ class LocalEngine:
         prompt_len = enc["input_ids"].shape[1]
         eos_ids = _eos_ids(tok, self.model)
         stopper = _RowStopper(tok, prompt_len, [p.max_tokens for p in params], [p.stop for p in params], eos_ids)
-        p0 = params[0]
-        sample = p0.temperature > 0
+        sample = any(p.temperature > 0 for p in params)
         want_lp = any(p.logprobs or p.top_logprobs for p in params)
         kw: dict[str, Any] = dict(
             max_new_tokens=max(p.max_tokens for p in params),
@@ -185,7 +184,10 @@ class LocalEngine:
             output_logits=want_lp,
         )
         if sample:
-            kw.update(do_sample=True, temperature=p0.temperature, top_p=p0.top_p, top_k=0)
+            # rows keep their own decoding: greedy rows take the arg-max, sampled rows their own
+            # temperature and top-p (one processor for the whole batch, so mixed calls share a batch)
+            kw.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                      logits_processor=_row_decoding([(p.temperature, p.top_p) for p in params]))
             seed = hash(tuple(sorted((p.seed or 0, p.sample_index) for p in params))) & 0x7FFFFFFF
             torch.manual_seed(seed)
         else:
@@ -220,11 +222,35 @@ class LocalEngine:
 
 
 def _group_key(job: _Job) -> tuple[Any, ...]:
-    p = job.request.params
-    adapter = job.adapter[0] if job.adapter else None
-    if p.temperature > 0:
-        return (adapter, "sample", p.temperature, p.top_p)
-    return (adapter, "greedy")
+    """Requests share a generate call when they use the same adapter (decoding is per row)."""
+    return (job.adapter[0] if job.adapter else None,)
+
+
+def _row_decoding(rows: list[tuple[float, float]]) -> Any:
+    """A logits processor applying each row's (temperature, top_p); temperature 0 = greedy (arg-max only)."""
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    temps = torch.tensor([t if t > 0 else 1.0 for t, _ in rows], dtype=torch.float32).unsqueeze(1)
+    greedy = torch.tensor([t <= 0 for t, _ in rows])
+    top_p = torch.tensor([min(max(p, 0.0), 1.0) for _, p in rows], dtype=torch.float32).unsqueeze(1)
+
+    class _Rows(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            scores = scores.float() / temps
+            sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
+            probs = sorted_scores.softmax(dim=-1)
+            before = probs.cumsum(dim=-1) - probs  # mass of the better tokens
+            drop_sorted = before >= top_p
+            drop_sorted[:, 0] = False  # the best token always stays
+            drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
+            if bool(greedy.any()):
+                best = scores.argmax(dim=-1, keepdim=True)
+                only_best = torch.ones_like(drop).scatter(1, best, False)
+                drop = torch.where(greedy.unsqueeze(1), only_best, drop)
+            return scores.masked_fill(drop, float("-inf"))
+
+    return LogitsProcessorList([_Rows()])
 
 
 def _eos_ids(tok: Any, model: Any) -> list[int]:
