@@ -159,3 +159,51 @@ def test_parse_chat_completion_with_logprobs():
     with pytest.raises(BackendError, match="no choices") as ei:
         parse_chat_completion({"error": "x"}, "openai/x", 0.1)
     assert ei.value.retryable
+
+
+def test_anthropic_structured_output_is_a_forced_tool_and_comes_back_as_json(monkeypatch):
+    """Judges ask for a JSON schema; on the Anthropic API that is tool mode (one forced tool)."""
+    from mascot_eval.backends.base import GenerationParams
+
+    seen: list[dict] = []
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            seen.append(body)
+            data = json.dumps({
+                "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "tool_use",
+                "content": [{"type": "text", "text": "Scoring now."},
+                            {"type": "tool_use", "id": "t1", "name": "answer", "input": {"rationale": "ok", "empathy": 4}}],
+                "usage": {"input_tokens": 12, "output_tokens": 9},
+            }).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
+    schema = {"type": "object", "properties": {"rationale": {"type": "string"}, "empathy": {"type": "integer"}}}
+    client = ModelClient(f"anthropic/claude-test@http://127.0.0.1:{srv.server_port}", ClientSettings(use_cache=False))
+
+    async def go():
+        try:
+            return await client.chat([{"role": "user", "content": "score it"}],
+                                     GenerationParams(max_tokens=50, json_schema=schema))
+        finally:
+            await client.aclose()
+
+    try:
+        r = asyncio.run(go())
+    finally:
+        srv.shutdown()
+    assert seen[0]["tools"][0]["input_schema"] == schema
+    assert seen[0]["tool_choice"] == {"type": "tool", "name": seen[0]["tools"][0]["name"]}
+    assert r.finish_reason == "stop" and r.usage.completion_tokens == 9
+    assert json.loads(r.text.splitlines()[-1]) == {"rationale": "ok", "empathy": 4}

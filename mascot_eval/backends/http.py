@@ -14,6 +14,7 @@ off: the client does retries (with back-off, Retry-After and failure accounting)
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import time
@@ -229,6 +230,9 @@ class OpenAICompatibleBackend(OpenAIBackend):
         return None
 
 
+ANSWER_TOOL = "answer"
+
+
 class AnthropicBackend(_SDKBackend):
     kind = "anthropic"
     key_env = "ANTHROPIC_API_KEY"
@@ -270,6 +274,11 @@ class AnthropicBackend(_SDKBackend):
             kw["system"] = system
         if p.stop:
             kw["stop_sequences"] = list(p.stop)
+        if p.json_schema is not None:
+            # structured output on this API is tool mode: one tool whose input is the answer, forced
+            kw["tools"] = [{"name": ANSWER_TOOL, "description": "Give your answer as structured data.",
+                            "input_schema": p.json_schema}]
+            kw["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
         return kw
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
@@ -282,7 +291,10 @@ class AnthropicBackend(_SDKBackend):
         except anthropic.AnthropicError as exc:
             raise self._map_error(exc, anthropic, key) from None
         text = "".join(getattr(b, "text", "") for b in r.content if getattr(b, "type", "") == "text")
-        finish = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}.get(r.stop_reason or "", r.stop_reason or "stop")
+        tool = [b for b in r.content if getattr(b, "type", "") == "tool_use" and getattr(b, "name", "") == ANSWER_TOOL]
+        if tool:  # tool mode: the answer is the tool's input, as JSON after any text
+            text = (text + "\n" if text else "") + json.dumps(tool[-1].input, ensure_ascii=False)
+        finish = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length"}.get(r.stop_reason or "", r.stop_reason or "stop")
         return ChatResponse(
             text=text,
             finish_reason=finish,
