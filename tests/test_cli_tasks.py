@@ -57,7 +57,7 @@ def test_show_prints_the_task_and_three_contexts(capsys, data_dir):
 def test_show_demo_without_data(capsys, monkeypatch):
     monkeypatch.delenv("MASCOT_DATA_DIR", raising=False)
     code, out, _ = run(capsys, "tasks", "show", "demo")
-    assert code == 0 and out.count("\n[demo-") == 3 and "28 sampled" in out
+    assert code == 0 and out.count("\n[demo-") == 3 and "8 sampled" in out
 
 
 def test_validate_prints_counts_per_task_source_and_split(capsys, data_dir):
@@ -68,7 +68,7 @@ def test_validate_prints_counts_per_task_source_and_split(capsys, data_dir):
     assert "meetings 35, queries 281" in out
     assert "Academic (meetings 9, queries 58), Committee (meetings 6, queries 72), Product (meetings 20, queries 151)" in out
     assert "dialogues 195" in out
-    assert "in_domain: 4 tasks, 328 contexts" in out and "ood: 4 tasks, 330 contexts" in out
+    assert "in_domain: 4 tasks, 308 contexts" in out and "ood: 4 tasks, 330 contexts" in out
     row = next(line for line in out.splitlines() if line.startswith("qmsum-product"))
     assert row.split()[5:7] == ["151", "100"]
     assert "ok: 8 task file(s) valid" in out
