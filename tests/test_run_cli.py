@@ -4,6 +4,7 @@ table, the default run directory (same command -> same folder), resume after a k
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -149,3 +150,45 @@ def test_run_steps_can_be_skipped(tmp_path, fake_model, tmp_cache, capsys, flag)
     assert (out / "judgments.jsonl").exists() == (flag == "--metrics")
     assert (out / "metrics.parquet").exists() == (flag == "--judges")
     assert (out / "summary.json").exists() and (out / "report.html").exists()
+
+
+def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
+    """A real process killed with SIGTERM mid-run: exit 143, manifest 'stopped', rerun completes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    script = tmp_path / "slow_run.py"
+    script.write_text(
+        "import sys, time\n"
+        "from tests import fakes\n"
+        "def slow(req):\n"
+        "    time.sleep(0.3)\n"
+        "    return fakes.default_responder(req)\n"
+        "fakes.script('sig-gen', slow)\n"
+        "from mascot_eval.cli.main import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "cache")}
+    args = [sys.executable, str(script), "run", "--task", "demo", "--limit", "4", "--system", "zero-shot",
+            "--model", "fake/sig-gen", "--judges", "none", "--metrics", "none", "--no-progress",
+            "--max-connections", "1", "--out", str(out)]
+    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out / "transcripts.jsonl").exists():
+        time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "interrupted: finished work is saved" in err and "Traceback" not in err
+    rd = RunDir(out)
+    done = len(rd.transcripts())
+    assert 1 <= done < 4 and rd.read_manifest()["status"] == "stopped"
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"{4 - done} new, {done} reused" in r.stderr
+    assert RunDir(out).read_manifest()["status"] == "complete"

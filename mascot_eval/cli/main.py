@@ -61,15 +61,33 @@ def cli() -> None:
     """
 
 
+_TERMINATED = False
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C (asyncio cancels the running work cleanly),
+    so finished work is recorded as stopped; the exit code is then 143."""
+    import signal
+
+    global _TERMINATED
+    _TERMINATED = True
+    signal.raise_signal(signal.SIGINT)
+
+
 def main(argv: list[str] | None = None) -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=argv, prog_name="mascot-eval", standalone_mode=False)
     except UserError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort:  # click turns Ctrl-C (and our SIGTERM) into Abort
+        click.echo("interrupted: finished work is saved; rerun the same command to resume", err=True)
+        sys.exit(143 if _TERMINATED else 130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -77,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted: finished work is saved; rerun the same command to resume", err=True)
-        sys.exit(130)
+        sys.exit(143 if _TERMINATED else 130)
 
 
 if __name__ == "__main__":
