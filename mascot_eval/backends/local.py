@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from .batching import next_batch
 from .base import Backend, BackendError, ChatRequest, ChatResponse, GenerationParams, Usage
 from .spec import adapter_hash, parse_spec
 
@@ -101,16 +102,7 @@ class LocalEngine:
 
     def _worker(self) -> None:
         while True:
-            first = self._queue.get()
-            jobs = [first]
-            deadline = time.perf_counter() + BATCH_WINDOW_S
-            while len(jobs) < MAX_BATCH:
-                remaining = deadline - time.perf_counter()
-                try:
-                    jobs.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+            jobs = next_batch(self._queue, BATCH_WINDOW_S, MAX_BATCH)
             if not jobs:
                 continue
             try:

@@ -42,6 +42,7 @@ from typing import Any
 
 from ..errors import UserError
 from .base import Backend, BackendError, ChatRequest, ChatResponse, Usage
+from .batching import next_batch
 from .spec import adapter_hash, parse_spec
 
 log = logging.getLogger(__name__)
@@ -116,15 +117,7 @@ class VLLMEngine:
 
     def _worker(self) -> None:
         while True:
-            jobs = [self._queue.get()]
-            deadline = time.perf_counter() + BATCH_WINDOW_S
-            while True:
-                remaining = deadline - time.perf_counter()
-                try:
-                    jobs.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+            jobs = next_batch(self._queue, BATCH_WINDOW_S)
             if not jobs:
                 continue
             try:

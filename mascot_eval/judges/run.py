@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..aio import run_all
 from ..backends.client import ClientSettings
 from ..criteria import criteria_for
 from ..errors import UserError
@@ -140,15 +141,8 @@ async def judge_rundir_async(
         if progress:
             print(f"\rjudging: {finished}/{total} calls", end="", file=sys.stderr, flush=True)
 
-    tasks = [asyncio.create_task(run_job(*job)) for job in jobs]
     try:
-        for fut in asyncio.as_completed(tasks):
-            await fut
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+        await run_all(run_job(*job) for job in jobs)
     finally:
         result.seconds = time.perf_counter() - t0
         if progress and total:

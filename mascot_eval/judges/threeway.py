@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..aio import run_all
 from ..backends.client import ClientSettings
 from ..errors import UserError
 from ..runs.rundir import RunDir
@@ -225,15 +226,8 @@ async def compare_async(
         if progress:
             print(f"\rcomparing: {res.new}/{len(jobs)} calls", end="", file=sys.stderr, flush=True)
 
-    tasks = [asyncio.create_task(one(job)) for job in jobs]
     try:
-        for fut in asyncio.as_completed(tasks):
-            await fut
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+        await run_all(one(job) for job in jobs)
     finally:
         res.seconds = time.perf_counter() - t0
         if progress and jobs:
