@@ -45,7 +45,7 @@ run: setup
 
 # The whole test suite (slow and server-backed tests included).
 test: setup vllm-venv chromium
-	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs
+	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15
 
 test-fast: setup
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium"

@@ -133,7 +133,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(capsys, tmp_path, data_dir
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], err
     assert "Traceback" not in err
     if case in ("missing-file", "truncated", "wrong-header"):
-        assert str(Path(ddir) / "empathetic_dialogues") in lines[0]  # the data file is named
+        assert str(Path(ddir).resolve() / "empathetic_dialogues") in lines[0]  # the data file is named
     else:
         assert str(task) in lines[0]  # the task file is named
     assert _tree(tmp_path) == before  # nothing written, not even the cache folder
