@@ -16,6 +16,15 @@ from pathlib import Path
 from typing import Any
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once at import: os.umask is process-wide and not thread-safe
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -25,6 +34,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are shared like any other file
         os.replace(tmp, path)
     except BaseException:
         try:

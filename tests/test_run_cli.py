@@ -192,3 +192,16 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"{4 - done} new, {done} reused" in r.stderr
     assert RunDir(out).read_manifest()["status"] == "complete"
+
+
+def test_atomically_written_files_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    from mascot_eval.fileio import atomic_write_json
+
+    p = tmp_path / "summary.json"
+    atomic_write_json(p, {"a": 1})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~mask
