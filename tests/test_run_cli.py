@@ -134,6 +134,9 @@ def test_run_bad_input_is_one_line_exit_2(tmp_path, fake_model, tmp_cache, capsy
     assert err.startswith("error: ") and "mascot" in err and "Traceback" not in err
     code, out, err = _cli(["run", "--task", "no-such-task", "--out", str(tmp_path / "r2")], capsys)
     assert code == 2 and "no-such-task" in err and len(err.strip().splitlines()) == 1
+    code, out, err = _cli(["run", "--model", "embeded", "--out", str(tmp_path / "r3")], capsys)
+    assert code == 2 and "did you mean 'embedded'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists() and not (tmp_path / "r3").exists()  # nothing written
 
 
 @pytest.mark.parametrize("flag", ["--judges", "--metrics"])

@@ -60,14 +60,19 @@ def backend_name(spec: str) -> str:
     return spec.split("#", 1)[0].split("/", 1)[0]
 
 
-def make_backend(spec: str) -> Backend:
+def check_spec(spec: str) -> str:
+    """The backend kind of ``spec``; a UserError with a did-you-mean when no backend has that name."""
     name = backend_name(spec)
     if name not in BACKENDS:
         raise UserError(
             f"unknown model spec '{spec}': backend '{name}'{did_you_mean(name, BACKENDS.names())} is not one of "
             f"{', '.join(BACKENDS.names())}"
         )
-    return BACKENDS.get(name)(spec)
+    return name
+
+
+def make_backend(spec: str) -> Backend:
+    return BACKENDS.get(check_spec(spec))(spec)
 
 
 class _LoopState:

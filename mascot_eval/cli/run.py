@@ -85,6 +85,11 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
     level_list = _split([levels])
     ddir = resolve_data_dir(data_dir)
     _check_names(system_names, judge_names, metrics_list, level_list)  # before anything is written
+    from ..backends.client import check_spec
+
+    for spec in (model, user_model):
+        if spec:
+            check_spec(spec)
 
     identity = {
         "tasks": {t.name: t.content_hash for t in task_specs}, "systems": system_names, "model": model,
