@@ -6,13 +6,17 @@ sampled generation is its own reproducible entry). Retry, concurrency and rate s
 never enter the key; API keys never enter anything stored here.
 
 Each answer is committed as soon as it arrives (a killed run loses only the calls in flight).
-Several processes may share the file (WAL + busy timeout); rows are written with
-``INSERT OR IGNORE`` so one key is stored once. A file SQLite cannot read is reported, moved
-aside (``responses.sqlite.corrupt-<time>``) and replaced by a fresh cache, never silently reused.
+Several processes may share the file (WAL + busy timeout); a process opens it (creates it, switches
+it to WAL, checks it) under an advisory file lock, so two first runs never race on a new file; rows
+are written with ``INSERT OR IGNORE`` so one key is stored once. A file SQLite cannot read
+(malformed, not a database) is reported, moved aside (``responses.sqlite.corrupt-<time>``) and
+replaced by a fresh cache, never silently reused; a locked or busy file is not corrupt and is
+never moved aside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,7 +25,7 @@ import threading
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..fileio import stable_hash
 from ..paths import cache_dir
@@ -75,11 +79,14 @@ class ResponseCache:
         if self._conn is not None:
             return self._conn
         self.dir.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = self._connect()
-        except sqlite3.DatabaseError as exc:
-            self._move_aside(exc)
-            conn = self._connect()
+        with _exclusive(self.dir / f"{FILENAME}.lock"):  # one process at a time creates, checks or replaces the file
+            try:
+                conn = self._connect()
+            except sqlite3.OperationalError:  # locked, busy, cannot open: not corruption; never move it aside
+                raise
+            except sqlite3.DatabaseError as exc:  # malformed, not a database, failed integrity check
+                self._move_aside(exc)
+                conn = self._connect()
         self._conn = conn
         return conn
 
@@ -159,6 +166,22 @@ class ResponseCache:
             with self._lock:
                 self._open().execute("VACUUM")
         return n
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An advisory lock across processes (POSIX ``flock``; elsewhere SQLite's own locking only)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 _CACHES: dict[str, ResponseCache] = {}
