@@ -46,4 +46,5 @@ def fake_model():
 
     yield fakes.script
     fakes.RESPONDERS.clear()
+    fakes.PROB_RESPONDERS.clear()
     fakes.CALLS.clear()

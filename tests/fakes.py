@@ -52,3 +52,36 @@ def script(name: str, responder: Responder) -> str:
     RESPONDERS[name] = responder
     CALLS.pop(name, None)
     return f"fake/{name}"
+
+
+# -- choice scoring (judges with mode: logprob) ---------------------------------------------------
+ProbResponder = Callable[[ChatRequest], list[dict[str, float]]]
+PROB_RESPONDERS: dict[str, ProbResponder] = {}
+
+
+class FakeChoiceBackend(FakeBackend):
+    """`fakeprobs/<name>`: answers choice-scoring requests with a scripted probability row per prefill
+    segment (like the local engine, without a model); plain requests as `fake/`."""
+
+    kind = "fakeprobs"
+    supports_choices = True
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        if not request.params.choices:
+            return await super().generate(request)
+        CALLS.setdefault(self.model, []).append(request)
+        probs = PROB_RESPONDERS[self.model](request)
+        prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
+        return ChatResponse(text="", finish_reason="stop", usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=0),
+                            latency_s=0.0, model=self.spec, choice_probs=probs)
+
+
+if "fakeprobs" not in BACKENDS:
+    BACKENDS.add("fakeprobs", FakeChoiceBackend)
+
+
+def script_probs(name: str, responder: ProbResponder) -> str:
+    """Make `fakeprobs/<name>` answer choice-scoring requests with `responder`; returns the spec."""
+    PROB_RESPONDERS[name] = responder
+    CALLS.pop(name, None)
+    return f"fakeprobs/{name}"

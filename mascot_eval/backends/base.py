@@ -26,6 +26,13 @@ class GenerationParams:
     logprobs: bool = False
     top_logprobs: int = 0
     json_schema: dict[str, Any] | None = None  # structured output where the provider supports it
+    # Choice scoring instead of generation (backends with ``supports_choices``): the assistant turn
+    # is the concatenation of the ``prefill`` segments, and after each segment (with no prefill: at
+    # the start of the assistant turn) the backend reads the next-token probabilities of ``choices``
+    # (single tokens, renormalised over the choices) into ``ChatResponse.choice_probs``; nothing is
+    # generated. Used by judges with ``mode: logprob``.
+    prefill: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +66,7 @@ class ChatResponse:
     cached: bool = False
     cost_usd: float = 0.0
     retries: int = 0
+    choice_probs: list[dict[str, float]] | None = None  # per prefill segment: {choice: probability}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -82,6 +90,7 @@ class Backend(ABC):
     """
 
     kind: str = "base"
+    supports_choices: bool = False  # can answer choice-scoring requests (GenerationParams.choices)
 
     def __init__(self, spec: str, model: str, endpoint: str | None = None) -> None:
         self.spec = spec

@@ -58,11 +58,15 @@ def response_cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 
 _PARAM_FIELDS = tuple(f.name for f in fields(GenerationParams))
+_KEYED_WHEN_SET = ("prefill", "choices")  # added later: left out while empty, so earlier keys stay valid
 
 
 def cache_key(identity: dict[str, Any], messages: list[dict[str, str]], params: GenerationParams) -> str:
     # the same JSON as asdict(params) (tuples become lists), without asdict's deep copies
     p = {name: getattr(params, name) for name in _PARAM_FIELDS}
+    for name in _KEYED_WHEN_SET:
+        if not p[name]:
+            del p[name]
     return stable_hash({"v": KEY_VERSION, "backend": identity, "messages": messages, "params": p}, 40)
 
 

@@ -112,6 +112,11 @@ class ModelClient:
     ) -> ChatResponse:
         params = params or GenerationParams()
         _check_messages(messages)
+        if params.choices and not self.backend.supports_choices:
+            raise UserError(
+                f"model '{self.spec}' cannot score choices from next-token probabilities (judge mode: logprob); "
+                "use a local transformers model (embedded or hf/<path>) or mode: generate"
+            )
         s = self.settings
         usage.check_limits(s.cost_limit, s.fail_on_error)
         key = self.key(messages, params)

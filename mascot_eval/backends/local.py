@@ -80,6 +80,9 @@ class LocalEngine:
                 raise UserError(f"MASCOT_TORCH_THREADS={threads!r}: give a positive whole number of threads")
             torch.set_num_threads(int(threads))
         ref = str(self._resolve()) if self._resolve else self.model_ref
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the weight-loading bar would interleave with our progress lines
         try:
             tok = AutoTokenizer.from_pretrained(ref)
             model = AutoModelForCausalLM.from_pretrained(ref, dtype=torch.float32)
@@ -116,7 +119,8 @@ class LocalEngine:
                 groups.setdefault(_group_key(j), []).append(j)
             for group in groups.values():
                 try:
-                    results = self._run_batch(group)
+                    run = self._run_choices if group[0].request.params.choices else self._run_batch
+                    results = run(group)
                 except BaseException as exc:  # noqa: BLE001
                     log.exception("batch failed")
                     err = exc if isinstance(exc, (UserError, BackendError)) else BackendError(
@@ -212,10 +216,63 @@ class LocalEngine:
             )
         return results
 
+    def _run_choices(self, jobs: list[_Job]) -> list[ChatResponse]:
+        """Choice scoring: one right-padded forward pass over prompt + prefill segments; after each
+        segment (without a prefill: at the start of the assistant turn), the probabilities of the
+        choice tokens, renormalised over the choices."""
+        import torch
+
+        t0 = time.perf_counter()
+        tok = self.tokenizer
+        rows: list[list[int]] = []
+        marks: list[list[int]] = []
+        choice_ids: list[list[int]] = []
+        for j in jobs:
+            p = j.request.params
+            ids = tok.encode(tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True),
+                             add_special_tokens=False)
+            at = []
+            for seg in p.prefill:
+                ids += tok.encode(seg, add_special_tokens=False)
+                at.append(len(ids) - 1)  # the logits here predict the token after the segment
+            rows.append(ids)
+            if not at:  # no prefill: the first token of the assistant turn
+                at.append(len(ids) - 1)
+            marks.append(at)
+            choice_ids.append([_single_token(tok, c, self.label) for c in p.choices])
+        width = max(len(r) for r in rows)
+        ids_t = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        keep = sorted({m for at in marks for m in at})  # only these positions' logits, not seq x vocab
+        where = {m: i for i, m in enumerate(keep)}
+        with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
+            logits = self.model(input_ids=ids_t, attention_mask=mask, logits_to_keep=torch.tensor(keep)).logits
+        self.batches.append(len(jobs))
+        elapsed = time.perf_counter() - t0
+        results = []
+        for r, job in enumerate(jobs):
+            p = job.request.params
+            probs = []
+            for m in marks[r]:
+                pr = torch.softmax(logits[r, where[m], choice_ids[r]].float(), dim=-1).tolist()
+                probs.append(dict(zip(p.choices, pr)))
+            results.append(ChatResponse(text="", finish_reason="stop", usage=Usage(prompt_tokens=len(rows[r]), completion_tokens=0),
+                                        latency_s=elapsed + (t0 - job.submitted), model="", choice_probs=probs))
+        return results
+
+
+def _single_token(tok: Any, text: str, label: str) -> int:
+    ids = tok.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise UserError(f"model '{label}': its tokenizer splits the choice {text!r} into {len(ids)} tokens; "
+                        "choice scoring needs single-token choices")
+    return ids[0]
+
 
 def _group_key(job: _Job) -> tuple[Any, ...]:
-    """Requests share a generate call when they use the same adapter (decoding is per row)."""
-    return (job.adapter[0] if job.adapter else None,)
+    """Requests share a generate call when they use the same adapter (decoding is per row); choice
+    scoring (one forward pass, no generation) is batched apart from generation."""
+    return (job.adapter[0] if job.adapter else None, bool(job.request.params.choices))
 
 
 def _row_decoding(rows: list[tuple[float, float]]) -> Any:
@@ -319,6 +376,8 @@ def get_engine(key: str, label: str, model_ref: str, resolve: Any = None) -> Loc
 
 
 class _LocalBackend(Backend):
+    supports_choices = True
+
     def __init__(self, spec: str, model: str) -> None:
         p = parse_spec(spec, allow_lora=True)
         super().__init__(spec, model=model)

@@ -8,6 +8,8 @@ Public API:
 A reply that cannot be parsed is re-asked ``spec.reask`` times (default once) and then recorded as
 ``status: "unscored"`` with ``reason: "parse_failed: ..."``. A call that fails after the client's
 retries is ``reason: "call_failed: ..."`` (retried on the next resume). Neither ever becomes a score.
+A judge with ``mode: logprob`` does not generate: its scores are read from next-token probabilities
+of a prefilled verdict (:meth:`Judge.ask_logprob`).
 """
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends.base import BackendError, ChatResponse
+from ..backends.base import BackendError, ChatResponse, GenerationParams
 from ..backends.client import ClientSettings, get_client
 from ..criteria import criteria_for, to_100
+from ..errors import UserError
 from ..fileio import stable_hash
 from ..personas import PersonaCard
 from ..transcript import Transcript
 from . import prompts
 from .parse import Parsed, parse_scores, weighted_scores
 from .rubrics import Rubric, load_rubric
-from .specs import JudgeSpec, resolve_judge
+from .specs import JudgeSpec, check_mode, resolve_judge
 from .templates import make_nonce, render, templates_hash
 
 SCHEMA = "mascot-judgment/1"
+DIGITS = ("1", "2", "3", "4", "5")
 
 
 def scores_schema(criteria: tuple[str, ...]) -> dict[str, Any]:
@@ -75,6 +79,7 @@ class Judge:
 
     def __init__(self, spec: JudgeSpec | str, settings: ClientSettings | None = None) -> None:
         self.spec = resolve_judge(spec) if isinstance(spec, str) else spec
+        check_mode(self.spec)
         self.settings = settings
         self.root = self.spec.judges_root
         self.rubrics: dict[str, Rubric] = {lvl: load_rubric(self.root, f, lvl) for lvl, f in self.spec.rubrics.items()}
@@ -103,6 +108,8 @@ class Judge:
 
     async def ask(self, user_prompt: str, criteria: tuple[str, ...]) -> Asked:
         """Ask for scores on ``criteria``; re-ask on a parse failure; never raise for a bad reply."""
+        if self.spec.mode == "logprob":
+            return await self.ask_logprob(user_prompt, criteria)
         asked = await self.ask_with(
             user_prompt, lambda text, shown: parse_scores(text, criteria, shown=shown), scores_schema(criteria)
         )
@@ -114,6 +121,11 @@ class Judge:
         self, user_prompt: str, parse: Callable[[str, str], Parsed], json_schema: dict[str, Any] | None
     ) -> Asked:
         """One judging call: system + user prompt, parse, re-ask ``spec.reask`` times, record usage."""
+        if self.spec.mode == "logprob":
+            raise UserError(
+                f"{self.spec.file or 'judge ' + repr(self.spec.name)}: field 'mode' is logprob, so this judge cannot "
+                "write a free-form verdict for this step; use a judge with mode: generate"
+            )
         messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": user_prompt}]
         params = self.spec.params(json_schema)
         responses: list[ChatResponse] = []
@@ -133,6 +145,36 @@ class Judge:
                 messages = [*messages, {"role": "assistant", "content": resp.text}, {"role": "user", "content": reask}]
         reason = f"parse_failed: {parsed.reason} (after {len(responses)} attempt{'s' if len(responses) != 1 else ''})"
         return Asked(parsed, _usage(responses), reason=reason, call_id=call_id)
+
+    async def ask_probs(self, user_prompt: str, segments: tuple[str, ...], choices: tuple[str, ...]) -> Asked:
+        """``mode: logprob``: one forward pass, nothing generated. The verdict JSON is prefilled
+        segment by segment and after each segment the next-token probabilities of ``choices`` are
+        read; when ok, ``parsed.obj["probs"]`` holds one {choice: probability} per segment."""
+        messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": user_prompt}]
+        params = GenerationParams(max_tokens=1, temperature=0.0, seed=None, prefill=segments, choices=choices)
+        call_id = stable_hash({"j": self.spec.name, "h": self.spec_hash, "p": user_prompt})
+        try:
+            resp = await self.client.chat(messages, params, tag=self.tag)
+        except BackendError as exc:
+            return Asked(Parsed(False, reason=str(exc)), _usage([]), reason=f"call_failed: {exc}"[:500], call_id=call_id)
+        probs = resp.choice_probs or []
+        if len(probs) != len(segments):
+            why = f"logprob: {len(probs)} probability rows for {len(segments)} prefill segments"
+            return Asked(Parsed(False, reason=why), _usage([resp]), reason=why, call_id=call_id)
+        return Asked(Parsed(True, obj={"probs": probs}), _usage([resp]), call_id=call_id, response=resp)
+
+    async def ask_logprob(self, user_prompt: str, criteria: tuple[str, ...]) -> Asked:
+        """Scores on ``criteria`` in ``mode: logprob``: each criterion's value is read from the digit
+        probabilities after ``"<criterion>": `` in the prefilled verdict; earlier criteria hold a
+        neutral 3, so every criterion is read in the same context. score = the most probable digit,
+        weighted = the expected digit."""
+        segments = tuple(('{"rationale": "", ' if i == 0 else "3, ") + f'"{c}": ' for i, c in enumerate(criteria))
+        asked = await self.ask_probs(user_prompt, segments, DIGITS)
+        if asked.parsed.ok:
+            probs = asked.parsed.obj["probs"]
+            asked.parsed.scores = {c: int(max(DIGITS, key=p.__getitem__)) for c, p in zip(criteria, probs)}
+            asked.weighted = {c: sum(int(d) * p[d] for d in DIGITS) for c, p in zip(criteria, probs)}
+        return asked
 
     # prompts
     def agent_prompt(self, t: Transcript, agent: str, card: PersonaCard | None) -> str:
@@ -266,6 +308,7 @@ async def score_response(
     settings: ClientSettings | None = None,
 ) -> dict[str, float | None]:
     """1-5 per agent-level criterion for one candidate reply (None = unscored); for Stage 1 of training.
+    A ``mode: logprob`` judge gives the expected digit (continuous), a generating judge its integer.
 
     ``history`` is the conversation so far as ``[{"role" or "name": speaker, "content": text}, ...]``.
     """
@@ -282,4 +325,6 @@ async def score_response(
     asked = await j.ask(prompt, criteria_for("agent"))
     if not asked.parsed.ok:
         return {c: None for c in criteria_for("agent")}
+    if j.spec.mode == "logprob":  # continuous expected digits: finer than the most probable digit
+        return {c: asked.weighted[c] for c in criteria_for("agent")}
     return {c: asked.parsed.scores[c] for c in criteria_for("agent")}

@@ -11,7 +11,7 @@ default rubric and templates.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,6 +56,12 @@ class JudgeSpec(BaseModel):
     decoding: Decoding = Field(default_factory=Decoding)
     structured_output: bool = True  # pass a JSON schema to providers that support structured output
     reask: int = Field(default=1, ge=0, le=3)  # re-asks after an unparseable reply
+    # generate: the judge writes its JSON verdict, which is parsed. logprob (local transformers models
+    # only): no text is generated; the verdict's JSON is prefilled and each criterion's score is read
+    # from the model's next-token probabilities over the digits 1-5 (score = most probable digit,
+    # weighted_score = expected digit); three-way comparisons read the probabilities of A/B/C. For
+    # small models that cannot write the verdict.
+    mode: Literal["generate", "logprob"] = "generate"
     rubrics: dict[str, str] = Field(default_factory=lambda: {"agent": "agent.yaml", "group": "group.yaml"})
     templates: Templates = Field(default_factory=Templates)
 
@@ -86,6 +92,20 @@ class JudgeSpec(BaseModel):
             p = self.judges_root / "rubrics" / fname
             rub[level] = sha256_file(p) if p.is_file() else None
         return stable_hash({"spec": self.model_dump(), "rubrics": rub})
+
+
+def check_mode(spec: JudgeSpec) -> None:
+    """One line, before anything runs, when ``mode: logprob`` names a model that cannot score choices."""
+    if spec.mode != "logprob":
+        return
+    from ..backends.client import make_backend
+
+    if not make_backend(spec.model).supports_choices:
+        where = spec.file or f"judge '{spec.name}'"
+        raise UserError(
+            f"{where}: field 'mode' is logprob but model '{spec.model}' cannot score from next-token probabilities; "
+            "use a local transformers model (embedded or hf/<path>) or set mode: generate"
+        )
 
 
 def _spec_files(root: Path) -> list[Path]:
@@ -139,5 +159,6 @@ def parse_judges(value: str | list[str] | tuple[str, ...]) -> list[JudgeSpec]:
     out: dict[str, JudgeSpec] = {}
     for n in names:
         spec = resolve_judge(n)
+        check_mode(spec)
         out.setdefault(spec.name, spec)
     return list(out.values())

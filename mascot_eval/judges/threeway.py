@@ -85,7 +85,14 @@ async def compare_one(judge: Judge, trio: list[Transcript], order: tuple[int, in
         situation=prompts.situation_text(first.context),
         dialogues=[(lab, _anonymous_text(t)) for lab, t in zip(LABELS, shown)],
     )
-    asked = await judge.ask_with(prompt, lambda text, s: parse_choice(text, LABELS, shown=s), choice_schema())
+    if judge.spec.mode == "logprob":  # the best label's probability after '"best": "'; ranking by probability
+        asked = await judge.ask_probs(prompt, ('{"rationale": "", "best": "',), tuple(LABELS))
+        if asked.parsed.ok:
+            p = asked.parsed.obj["probs"][0]
+            ranking = sorted(LABELS, key=lambda lab: -p[lab])
+            asked.parsed.obj = {"best": ranking[0], "ranking": ranking, "probs": p}
+    else:
+        asked = await judge.ask_with(prompt, lambda text, s: parse_choice(text, LABELS, shown=s), choice_schema())
     row: dict[str, Any] = {
         "schema": SCHEMA,
         "pair_key": first.pair_key,

@@ -137,10 +137,10 @@ class JudgeOverride(_Strict):
     max_tokens: int | None = Field(None, ge=16, le=8192)
     reask: int | None = Field(None, ge=0, le=3)
     top_logprobs: int | None = Field(None, ge=0, le=20)
-    mode: Literal["generate", "logprob"] = Field(
-        "generate",
-        description="Stage 1 candidate scoring: 'generate' asks the judge for its JSON verdict; 'logprob' reads the "
-        "expected 1-5 digit per criterion from a local judge model's next-token probabilities (see train/logprob_judge.py)",
+    mode: Literal["generate", "logprob"] | None = Field(
+        None,
+        description="'generate' asks the judge for its JSON verdict; 'logprob' reads each criterion's expected 1-5 "
+        "digit from a local judge model's next-token probabilities (the judge file's field 'mode'; see judges/local.yaml)",
     )
 
 
@@ -190,6 +190,8 @@ class TrainConfig(_Strict):
             update["decoding"] = spec.decoding.model_copy(update=dec)
         if o.reask is not None:
             update["reask"] = o.reask
+        if o.mode is not None:
+            update["mode"] = o.mode
         if not update:
             return spec
         out = spec.model_copy(update=update)

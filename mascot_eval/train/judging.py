@@ -35,19 +35,15 @@ def judge_candidates(
     out: Path,
     *,
     settings: ClientSettings | None = None,
-    mode: str = "generate",
 ) -> dict[str, int]:
     """Append a judged row per candidate not yet in ``out``; returns {new, reused, scored, unscored}.
 
-    ``mode="logprob"`` scores from a local judge model's digit probabilities (:mod:`.logprob_judge`)."""
+    A judge with ``mode: logprob`` gives continuous expected digits (see :meth:`Judge.ask_logprob`)."""
     from ..judges.score import score_response
 
     done = {r["key"] for r in read_jsonl(out)}
     todo = [c for c in candidates if c["key"] not in done]
     counts = {"new": 0, "reused": len(done), "scored": 0, "unscored": 0}
-    if mode == "logprob" and todo:
-        _judge_logprob(judge, todo, cards, out, counts)
-        todo = []
 
     async def one(c: dict[str, Any]) -> None:
         card = cards[c["persona"]]
@@ -86,22 +82,3 @@ def judge_candidates(
     for r in read_jsonl(out):
         counts["scored" if r["status"] == "scored" else "unscored"] += 1
     return counts
-
-
-def _judge_logprob(judge: str | JudgeSpec, todo: list[dict[str, Any]], cards: dict[str, PersonaCard], out: Path,
-                   counts: dict[str, int], batch: int = 4) -> None:
-    from ..judges.specs import resolve_judge
-    from .logprob_judge import LogprobJudge
-
-    spec = resolve_judge(judge) if isinstance(judge, str) else judge
-    lj = LogprobJudge(spec)
-    for i in range(0, len(todo), batch):  # rows are appended per batch, so an interrupted run resumes here
-        chunk = todo[i : i + batch]
-        scores = lj.score([(cards[c["persona"]], history_for_judge(c["history"]), c["text"]) for c in chunk], batch=batch)
-        for c, sc in zip(chunk, scores):
-            append_jsonl(out, {
-                "key": c["key"], "task": c["task"], "context_id": c["context_id"], "persona": c["persona"], "k": c["k"],
-                "judge": spec.name, "mode": "logprob", "scores": sc, "aggregate": aggregate(sc), "status": "scored",
-                "reason": None,
-            })
-            counts["new"] += 1

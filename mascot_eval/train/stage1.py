@@ -31,7 +31,7 @@ def _quiet(_: str) -> None:
 def judge_info(cfg: TrainConfig) -> dict[str, Any]:
     spec = cfg.judge_spec()
     info = {"name": spec.name, "model": spec.model, "spec_hash": spec.spec_hash}
-    overrides = {k: v for k, v in cfg.judge_overrides.model_dump(exclude_none=True).items() if k != "mode" or v != "generate"}
+    overrides = cfg.judge_overrides.model_dump(exclude_none=True)
     if overrides:
         info["overrides"] = overrides
     return info
@@ -115,7 +115,7 @@ def run_stage1(
     else:
         _require_main("judged")
         td.step_check("judged", h_judge, td.judged)
-        j = judge_candidates(cfg.judge_spec(), candidates, by_id, td.judged, settings=settings, mode=cfg.judge_overrides.mode)
+        j = judge_candidates(cfg.judge_spec(), candidates, by_id, td.judged, settings=settings)
         say(f"stage1 judged: {j['new']} new, {j['reused']} reused; {j['scored']} scored, {j['unscored']} unscored by '{cfg.judge}'")
         td.mark_done("judged", h_judge, scored=j["scored"], unscored=j["unscored"])
     judged = [r for r in read_jsonl(td.judged) if r["key"] in wanted]
