@@ -33,14 +33,12 @@ class FakeBackend(Backend):
     async def generate(self, request: ChatRequest) -> ChatResponse:
         CALLS.setdefault(self.model, []).append(request)
         text = RESPONDERS.get(self.model, default_responder)(request)
+        return self._response(request, text, len(text.split()))
+
+    def _response(self, request: ChatRequest, text: str, completion_tokens: int, **extra) -> ChatResponse:
         prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
-        return ChatResponse(
-            text=text,
-            finish_reason="stop",
-            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(text.split())),
-            latency_s=0.0,
-            model=self.spec,
-        )
+        return ChatResponse(text=text, finish_reason="stop", usage=Usage(prompt_tokens, completion_tokens),
+                            latency_s=0.0, model=self.spec, **extra)
 
 
 if "fake" not in BACKENDS:
@@ -70,10 +68,7 @@ class FakeChoiceBackend(FakeBackend):
         if not request.params.choices:
             return await super().generate(request)
         CALLS.setdefault(self.model, []).append(request)
-        probs = PROB_RESPONDERS[self.model](request)
-        prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
-        return ChatResponse(text="", finish_reason="stop", usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=0),
-                            latency_s=0.0, model=self.spec, choice_probs=probs)
+        return self._response(request, "", 0, choice_probs=PROB_RESPONDERS[self.model](request))
 
 
 if "fakeprobs" not in BACKENDS:

@@ -24,34 +24,26 @@ class Script:
         self.auth: list[str] = []
 
 
-def _server(script: Script):
+def _serve(reply):
+    """A scripted HTTP server on 127.0.0.1: ``reply(handler, body)`` returns (status, JSON object, extra
+    headers), or None to drop the connection without an answer."""
+
     class H(BaseHTTPRequestHandler):
         def log_message(self, *a):
             pass
 
         def do_POST(self):  # noqa: N802
-            n = int(self.headers.get("content-length", 0))
-            body = json.loads(self.rfile.read(n))
-            script.times.append(time.monotonic())
-            script.auth.append(self.headers.get("authorization", ""))
-            step = script.steps.pop(0) if script.steps else ("ok",)
-            if step[0] == "drop":
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            out = reply(self, body)
+            if out is None:
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
-            if step[0] in ("429", "503"):
-                data = json.dumps({"error": {"message": "slow down"}}).encode()
-                self.send_response(int(step[0]))
-                self.send_header("retry-after", str(step[1]))
-            else:
-                data = json.dumps(
-                    {
-                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-                    }
-                ).encode()
-                self.send_response(200)
+            status, obj, headers = out
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.end_headers()
@@ -60,6 +52,24 @@ def _server(script: Script):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
+
+
+def _server(script: Script):
+    def reply(handler, body):
+        script.times.append(time.monotonic())
+        script.auth.append(handler.headers.get("authorization", ""))
+        step = script.steps.pop(0) if script.steps else ("ok",)
+        if step[0] == "drop":
+            return None
+        if step[0] in ("429", "503"):
+            return int(step[0]), {"error": {"message": "slow down"}}, {"retry-after": str(step[1])}
+        return 200, {
+            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }, {}
+
+    return _serve(reply)
 
 
 @pytest.fixture(autouse=True)
@@ -167,27 +177,16 @@ def test_anthropic_structured_output_is_a_forced_tool_and_comes_back_as_json(mon
 
     seen: list[dict] = []
 
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def reply(handler, body):
+        seen.append(body)
+        return 200, {
+            "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "tool_use",
+            "content": [{"type": "text", "text": "Scoring now."},
+                        {"type": "tool_use", "id": "t1", "name": "answer", "input": {"rationale": "ok", "empathy": 4}}],
+            "usage": {"input_tokens": 12, "output_tokens": 9},
+        }, {}
 
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            seen.append(body)
-            data = json.dumps({
-                "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "tool_use",
-                "content": [{"type": "text", "text": "Scoring now."},
-                            {"type": "tool_use", "id": "t1", "name": "answer", "input": {"rationale": "ok", "empathy": 4}}],
-                "usage": {"input_tokens": 12, "output_tokens": 9},
-            }).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = _serve(reply)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
     schema = {"type": "object", "properties": {"rationale": {"type": "string"}, "empathy": {"type": "integer"}}}
     client = ModelClient(f"anthropic/claude-test@http://127.0.0.1:{srv.server_port}", ClientSettings(use_cache=False))
