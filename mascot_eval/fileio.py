@@ -67,6 +67,25 @@ def append_jsonl(path: str | os.PathLike[str], row: Any) -> None:
         os.fsync(fh.fileno())
 
 
+def repair_jsonl_tail(path: str | os.PathLike[str]) -> bool:
+    """Drop a last line cut short by a kill, so the next append starts on a fresh line.
+
+    Only the single writer of a file calls this (a run directory is locked while it is written)."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return False
+        fh.seek(0)
+        data = fh.read()
+        fh.truncate(data.rfind(b"\n") + 1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
 def read_jsonl(path: str | os.PathLike[str], *, tolerate_truncated_tail: bool = True) -> Iterator[dict[str, Any]]:
     """Yield JSON objects; a final line cut short by a crash is skipped, any other bad line raises."""
     path = Path(path)

@@ -29,15 +29,29 @@ CARDS = [card(a) for a in AGENTS]
 def transcript(system: str = "mascot", context_id: str = "c1", *, user_text: str = "I failed my exam.",
                agent_text: str | None = None, agents: list[str] | None = None, task: str = "demo") -> Transcript:
     agents = agents or AGENTS
-    turns = [Turn(1, "user", user_text)]
+    turns = [Turn(round=1, speaker="user", text=user_text)]
     for a in agents:
-        turns.append(Turn(1, a, agent_text or f"{a} from {system} says something kind about the exam."))
+        turns.append(Turn(round=1, speaker=a, text=agent_text or f"{a} from {system} says something kind about the exam."))
     return Transcript(
         dialogue_id=make_dialogue_id(task, context_id, None, system),
         task=task, task_version="1", split="in_domain", domain="emotional", context_id=context_id,
         system=system, system_config_hash="h", persona_group="emotional", agents=agents, turns=turns,
-        context={"situation": f"situation {context_id}", "emotion": "sad"},
+        context={"situation": f"situation {context_id}", "emotion": "sad"}, personas=played(agents),
     )
+
+
+def played(agents: list[str], group: str = "emotional") -> dict:
+    """A shipped group's cards for those of ``agents`` it has, as a transcript records them (an unknown
+    group: no cards, like a system whose agents have none)."""
+    from mascot_eval.errors import UserError
+    from mascot_eval.personas import get_group
+    from mascot_eval.transcript import PlayedPersona
+
+    try:
+        _, cards = get_group(group)
+    except UserError:
+        return {}
+    return {c.name: PlayedPersona(**c.model_dump(), prompt=c.prompt_block()) for c in cards if c.name in agents}
 
 
 def scores_json(criteria, value=4, **over) -> str:

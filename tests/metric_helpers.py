@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from mascot_eval.transcript import Transcript, Turn, make_dialogue_id
+from tests.judge_helpers import played
 
 AGENTS = ["Anchor", "Catalyst", "Beacon"]
 
@@ -24,7 +25,7 @@ def dialogue(rounds: list[tuple[str, list[tuple[str, str]]]], *, system: str = "
     return Transcript(
         dialogue_id=make_dialogue_id(task, ctx, None, system), task=task, task_version="1", split="in_domain",
         domain="emotional", context_id=ctx, system=system, system_config_hash="h", persona_group=group,
-        agents=names, turns=turns,
+        agents=names, turns=turns, personas=played(names, group),
     )
 
 

@@ -12,6 +12,7 @@ from mascot_eval.fileio import stable_hash
 from mascot_eval.criteria import AGENT_CRITERIA, GROUP_CRITERIA
 from mascot_eval.runs.rundir import RunDir
 from mascot_eval.transcript import Transcript, Turn, make_dialogue_id
+from tests.judge_helpers import played
 
 AGENTS = ["Anchor", "Catalyst", "Beacon"]
 
@@ -31,15 +32,15 @@ def make_transcript(task: str, ctx: int, system: str, *, split: str = "in_domain
     return Transcript(
         dialogue_id=make_dialogue_id(task, cid, None, system), task=task, task_version="1", split=split,
         domain="emotional", context_id=cid, system=system, system_config_hash="h" + system, persona_group="emotional",
-        agents=list(agents), turns=turns, context={"situation": f"situation {ctx}"},
+        agents=list(agents), turns=turns, context={"situation": f"situation {ctx}"}, personas=played(list(agents)),
     )
 
 
 def judgment_rows(t: Transcript, judge: str, score: ScoreFn, ctx: int) -> list[dict]:
     rows = []
-    base = {"schema": "mascot-judgment/1", "dialogue_id": t.dialogue_id, "pair_key": t.pair_key, "system": t.system,
+    base = {"schema": "mascot-judgment/2", "dialogue_id": t.dialogue_id, "pair_key": t.pair_key, "system": t.system,
             "task": t.task, "split": t.split, "domain": t.domain, "context_id": t.context_id, "judge": judge,
-            "judge_model": f"fake/{judge}", "usage": {}, "spec_hash": "s", "template_hash": "t"}
+            "judge_model": f"fake/{judge}", "usage": None, "spec_hash": "s", "template_hash": "t"}
     for a in t.agents:
         for c in AGENT_CRITERIA:
             rows.append(_row(base, "agent", a, c, score(t.system, ctx, "agent", a, c)))

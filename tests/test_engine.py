@@ -104,7 +104,7 @@ def test_fallback_after_second_invalid_is_counted(tmp_path, fake_model, tmp_cach
     assert st["invalid_reasons"] == {"unknown_speaker": 12}
     assert all(x.meta["director"]["fallback"] for x in t.agent_turns)
     assert t.agent_turns[1].directive == {"speaker": "Catalyst", "action": "respond to the user as the critical thinker",
-                                          "tone": t.personas["Catalyst"]["traits"][0]}
+                                          "tone": t.personas["Catalyst"].traits[0]}
 
 
 def test_user_can_end_the_conversation(tmp_path, fake_model, tmp_cache):
@@ -190,7 +190,7 @@ def test_self_consistency_keeps_the_most_consistent_sample(tmp_path, fake_model,
     assert len({r.params.seed for r in sc_calls}) == 15  # every sample has its own seed
     turn = t.agent_turns[0]
     assert turn.meta["candidates"] == texts and turn.text in texts[:2] + texts[3:4]
-    assert turn.meta["chosen"] == texts.index(turn.text) and turn.usage["calls"] == 5
+    assert turn.meta["chosen"] == texts.index(turn.text) and turn.usage.calls == 5
 
 
 def test_multiagentesc_flow(tmp_path, fake_model, tmp_cache):

@@ -30,14 +30,16 @@ def pairs(n):
 
 
 def strip_volatile(t):
-    """A transcript without wall-clock fields and cache-hit counters (a rerun is served from the cache)."""
+    """A transcript without wall-clock fields and usage (a rerun is served from the cache: free, no tokens)."""
     d = t.to_dict()
     d.pop("timing")
+    d.pop("usage")
+    d["calls"] = [{k: v for k, v in c.items() if k != "usage"} for c in d["calls"]]
     for turn in d["turns"]:
         turn["latency_s"] = None
-        (turn["usage"] or {}).pop("cached", None)
-    for u in d["stats"].get("usage", {}).values():
-        u.pop("cached", None)
+        turn["usage"] = None
+        (turn["meta"].get("director") or {}).pop("usage", None)
+    d["stats"].pop("usage", None)
     return d
 
 
@@ -56,7 +58,7 @@ def test_rerun_reuses_finished_dialogues(tmp_path, fake_model, tmp_cache):
     assert (r3.new, r3.reused) == (0, 4)
     assert len(rd.transcripts()) == 4
     m = rd.read_manifest()
-    assert m["generate"]["reused"] == 4 and m["generate"]["status"] == "done"
+    assert m["steps"]["generate"]["counts"]["reused"] == 4 and m["steps"]["generate"]["status"] == "done"
     assert m["systems"]["zero-shot"]["kind"] == "prompted" and m["seeds"] == {"generate": 0}
     assert m["tasks"]["demo"]["contexts"] == 4 and m["models"]["default"] == spec
 
@@ -169,8 +171,8 @@ def test_model_failure_loses_only_that_dialogue(tmp_path, fake_model, tmp_cache)
     rd = RunDir(tmp_path / "run", create=True)
     r = generate(rd, [task()], ["zero-shot"], model=spec, pairs=pairs(3), progress=False)
     assert (r.new, r.failed) == (2, 1)
-    assert "backend exploded" in r.failures[0]["error"] and r.failures[0]["dialogue_id"] == "demo:c1:-:zero-shot"
-    assert rd.read_manifest()["generate"]["status"] == "done_with_failures"
+    assert "backend exploded" in r.failures[0]["error"] and r.failures[0]["id"] == "demo:c1:-:zero-shot"
+    assert rd.read_manifest()["steps"]["generate"]["status"] == "done_with_failures"
 
 
 def make_checkpoint(root: Path, adapters=("anchor", "catalyst", "beacon", "director"), base="fake/ck") -> Path:

@@ -45,7 +45,11 @@ def test_scores_are_the_most_probable_digit_and_weighted_the_expected_one(fake_m
             assert r["score"] == 4 and r["score_100"] == 75.0 and r["weighted_score"] == pytest.approx(3.9)
         else:  # a flat distribution: the first digit wins the arg-max tie, the expectation is 3
             assert r["score"] == 1 and r["weighted_score"] == pytest.approx(3.0)
-        assert r["rationale"] is None and r["usage"]["calls"] == 1 and r["usage"]["completion_tokens"] == 0
+        assert r["rationale"] is None
+        if first:  # the unit's usage sits on its first criterion row
+            assert r["usage"]["calls"] == 1 and r["usage"]["completion_tokens"] == 0
+        else:
+            assert r["usage"] is None
     # one request per unit, nothing generated: the verdict JSON is prefilled up to each criterion
     reqs = fakes.CALLS["lp-agent"]
     assert len(reqs) == 4
@@ -71,7 +75,8 @@ def test_a_failed_call_is_unscored_with_its_reason(fake_model, tmp_cache):
 
     model = fakes.script_probs("lp-fail", fail)
     rows = asyncio.run(judge_transcript(_spec(model), transcript(), levels=("group",), cards=CARDS))
-    assert all(r["status"] == "unscored" and r["reason"].startswith("call_failed:") for r in rows)
+    assert all(r["status"] == "call_failed" and r["score"] is None and r["reason"].startswith("call_failed:") for r in rows)
+    assert rows[0]["usage"]["failures"] == 1 and rows[0]["usage"]["calls"] == 1
 
 
 def test_score_response_gives_expected_digits_for_training(fake_model, tmp_cache):

@@ -114,12 +114,17 @@ def test_persona_similarity_uses_the_speakers_card():
     _, cards = get_group("emotional")
     card = {c.name: c.prompt_block() for c in cards}
     emb = TableEmbedder()
-    # Anchor says exactly Anchor's card text -> similarity 1 and margin 1 - max(other cards)
-    d = dialogue([("hi", [("Anchor", card["Anchor"]), ("Beacon", "something else")])], agents=["Anchor", "Beacon"])
+    # Anchor says exactly Anchor's card text -> similarity 1 and margin 1 - max(the other cards played)
+    d = dialogue([("hi", [("Anchor", card["Anchor"]), ("Catalyst", "a question"), ("Beacon", "something else")])])
     df = compute([d], ["persona_similarity", "persona_card_margin"], embedder=emb)
     assert one(df, "persona_similarity", agent="Anchor") == pytest.approx(1.0, abs=1e-6)
     vec = emb([card[n] for n in ("Anchor", "Catalyst", "Beacon")]).astype(float)
     assert one(df, "persona_card_margin", agent="Anchor") == pytest.approx(1 - max(vec[0] @ vec[1], vec[0] @ vec[2]), abs=1e-6)
+    # the cards are the ones the transcript says were played, not today's files
+    played = d.model_copy(deep=True)
+    played.personas["Anchor"].prompt = "an edited card text"
+    df3 = compute([played], ["persona_similarity"], embedder=emb)
+    assert one(df3, "persona_similarity", agent="Anchor") < 0.999
     # a persona group without cards: no rows, a note
     d2 = dialogue([("hi", [("Anchor", "x")])], group="no-such-group")
     df2 = compute([d2], ["persona_similarity"], embedder=TableEmbedder())
@@ -133,4 +138,4 @@ def test_card_texts_are_embedded_with_the_turns_in_one_pass():
     ctx = MetricContext([d], embedder=emb)
     _ = ctx.vectors
     assert len(emb.calls) == 1
-    assert {"hi", "a", "b"} <= set(emb.calls[0]) and len(emb.calls[0]) == 3 + 3  # 3 emotional cards
+    assert {"hi", "a", "b"} <= set(emb.calls[0]) and len(emb.calls[0]) == 3 + 2  # the 2 cards the agents played

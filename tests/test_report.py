@@ -14,7 +14,7 @@ import pytest
 
 from mascot_eval.cli.main import main
 from mascot_eval.fileio import append_jsonl
-from mascot_eval.reports.html import build_report
+from mascot_eval.reports.html import render_report as build_report
 from mascot_eval.reports.leaderboard import cell, leaderboard_frame
 from mascot_eval.runs.summary import summarize_data
 from mascot_eval.runs.tables import load_runs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from mascot_eval.reports.html import build_report
+from mascot_eval.reports.html import render_report as build_report
 from tests.chromium import Chromium, chromium_path
 from tests.reportfactory import build_report_run
 

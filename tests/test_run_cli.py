@@ -59,7 +59,8 @@ def test_run_writes_the_whole_run_directory(tmp_path, fake_model, tmp_cache, cap
     assert m["status"] == "complete" and m["provenance"]["package"] == "mascot-eval"
     assert m["task_files"]["demo"]["content_hash"] and m["judges"][judge]["spec_hash"]
     steps = m["invocations"][-1]["steps"]
-    assert steps["generate"]["new"] == 6 and steps["judge"]["new_units"] > 0 and steps["metrics"]["rows"] > 0
+    assert steps["generate"]["counts"]["new"] == 6 and steps["judge"]["counts"]["new_units"] > 0
+    assert steps["metrics"]["counts"]["rows"] > 0
     # the printed table: one row per system, judge scores with intervals and n
     assert "Results (0-100" in stdout and "mascot" in stdout and "n=3" in stdout
     assert f"report: {rd.report_path}" in stdout

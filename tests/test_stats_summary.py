@@ -46,7 +46,7 @@ def test_summary_detects_better_system_and_is_reproducible(tmp_path):
                    score=noisy_scores({"mascot": 0.6, "zero-shot": 0.0}), n_contexts=14,
                    metric_value=lambda s, i: 0.2 if s == "mascot" else 0.35)
     s = summarize(rd, n_boot=500)
-    assert json.loads(rd.summary_path.read_text())["schema"] == "mascot-summary/1"
+    assert json.loads(rd.summary_path.read_text())["schema"] == "mascot-summary/2"
     est = pd.DataFrame(s["estimates"])
     row = est[(est["label"] == "mascot") & (est["measure"] == "agent.overall") & (est["judge"] == "all")].iloc[0]
     assert row["n"] == 14 and row["n_obs"] == 42 and row["lo"] <= row["mean"] <= row["hi"]

@@ -109,7 +109,7 @@ def test_tiny_preset_trains_and_the_checkpoint_is_evaluated(tmp_path, tmp_cache)
     [t] = run_dir.transcripts()
     ck_dir = str(out.resolve())
     for turn in t.agent_turns:
-        pid = t.personas[turn.speaker]["id"]
+        pid = t.personas[turn.speaker].id
         assert turn.model == f"embedded#lora={ck_dir}/adapters/{pid}", turn.model
     manifest = run_dir.read_manifest()
     assert manifest["models"]["checkpoint"] == ck_dir and manifest["models"]["checkpoint_base_model"] == "embedded"
@@ -120,6 +120,6 @@ def test_tiny_preset_trains_and_the_checkpoint_is_evaluated(tmp_path, tmp_cache)
     from mascot_eval.backends.spec import adapter_hash
 
     loaded = {n for e in local._ENGINES.values() for n in e._adapters}
-    used = {t.personas[turn.speaker]["id"] for turn in t.agent_turns} | {"director"}
+    used = {t.personas[turn.speaker].id for turn in t.agent_turns} | {"director"}
     for name in used:
         assert f"a{adapter_hash((out / 'adapters' / name).resolve())}" in loaded, name

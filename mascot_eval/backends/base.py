@@ -121,6 +121,7 @@ class BackendError(Exception):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.retries = 0  # retries the client made before giving up (set on the error it finally raises)
 
 
 # name (the part of a spec before the first '/') -> factory(spec: str) -> Backend

@@ -193,9 +193,9 @@ class ModelClient:
                 usage.LEDGER.record(spec=self.spec, tag=req.tag, failed=True, retries=attempt)
                 why = "not retried" if not err.retryable else f"gave up after {attempt} retries"
                 status = f"HTTP {err.status}: " if err.status else ""
-                raise BackendError(
-                    f"{self.spec}: {status}{err} ({why})", retryable=False, status=err.status
-                ) from err
+                final = BackendError(f"{self.spec}: {status}{err} ({why})", retryable=False, status=err.status)
+                final.retries = attempt
+                raise final from err
             delay = backoff_delay(attempt, base=s.backoff_base_s, cap=s.backoff_max_s, retry_after=err.retry_after)
             log.info("%s: %s; retry %d in %.2f s", self.spec, err, attempt + 1, delay)
             attempt += 1

@@ -10,10 +10,13 @@ enforced from this ledger: the client raises :class:`CostLimitReached` / :class:
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
+from ..records.usage import Usage
+
+Tally = Usage  # the one usage tally (kept under its old name for callers)
 
 MIN_CALLS_FOR_FAILURE_SHARE = 10  # below this many finished calls one failure is not yet a "share"
 
@@ -33,36 +36,10 @@ class TooManyFailures(RunStopped):
 
 
 @dataclass
-class Tally:
-    calls: int = 0  # finished calls, cached ones included, failures included
-    cached: int = 0
-    failures: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0  # summed over model calls (not cache hits)
-
-    def add(self, other: Tally) -> None:
-        for k in _TALLY_FIELDS:
-            setattr(self, k, getattr(self, k) + getattr(other, k))
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["cost_usd"] = round(self.cost_usd, 6)
-        d["latency_s"] = round(self.latency_s, 3)
-        model_calls = self.calls - self.cached - self.failures
-        d["mean_latency_s"] = round(self.latency_s / model_calls, 3) if model_calls > 0 else None
-        return d
-
-
-_TALLY_FIELDS = tuple(f.name for f in fields(Tally))
-
-
-@dataclass
 class Ledger:
-    by_tag: dict[str, Tally] = field(default_factory=dict)
-    by_spec: dict[str, Tally] = field(default_factory=dict)
+    by_tag: dict[str, Usage] = field(default_factory=dict)
+    by_spec: dict[str, Usage] = field(default_factory=dict)
+    prior_cost_usd: float = 0.0  # dollars a resumed run spent in earlier invocations (counts toward --cost-limit)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(
@@ -78,7 +55,7 @@ class Ledger:
         cost_usd: float = 0.0,
         latency_s: float = 0.0,
     ) -> None:
-        t = Tally(
+        t = Usage(
             calls=1,
             cached=int(cached),
             failures=int(failed),
@@ -89,18 +66,16 @@ class Ledger:
             latency_s=0.0 if cached else latency_s,
         )
         with self._lock:
-            self.by_tag.setdefault(tag or "(untagged)", Tally()).add(t)
-            self.by_spec.setdefault(spec, Tally()).add(t)
+            self.by_tag.setdefault(tag or "(untagged)", Usage()).add(t)
+            self.by_spec.setdefault(spec, Usage()).add(t)
 
-    def total(self) -> Tally:
-        out = Tally()
+    def total(self) -> Usage:
         with self._lock:
-            for t in self.by_spec.values():
-                out.add(t)
-        return out
+            return Usage.total(self.by_spec.values())
 
     def total_cost(self) -> float:
-        return self.total().cost_usd
+        """Dollars spent in this process plus what earlier invocations of the same run spent."""
+        return self.total().cost_usd + self.prior_cost_usd
 
     def failure_share(self) -> tuple[int, int]:
         t = self.total()
@@ -116,9 +91,17 @@ class Ledger:
         with self._lock:
             self.by_tag.clear()
             self.by_spec.clear()
+            self.prior_cost_usd = 0.0
 
 
 LEDGER = Ledger()
+
+
+def begin_run(prior_cost_usd: float) -> None:
+    """A command starts working on a run: the process ledger restarts from what that run already spent
+    (in earlier invocations), so ``--cost-limit`` is the run's limit across resumes."""
+    LEDGER.reset()
+    LEDGER.prior_cost_usd = float(prior_cost_usd or 0.0)
 
 
 def check_limits(cost_limit: float | None, fail_on_error: float | None) -> None:

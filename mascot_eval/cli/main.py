@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "models": "mascot_eval.cli.models:models",
     "cache": "mascot_eval.cli.cache:cache",
     "train": "mascot_eval.cli.train:train",
+    "schema": "mascot_eval.cli.schema:schema",
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
-from ..reports.html import build_report
+from ..reports.html import render_report
 from ..runs.rundir import RunDir
 
 
@@ -28,6 +28,6 @@ def report(run_dirs, out, reference, test, n_boot, seed, max_transcripts, title)
         if len(run_dirs) > 1:
             raise UserError("several run directories: pass --out FILE for the combined report")
         out = RunDir(run_dirs[0]).report_path
-    path = build_report(list(run_dirs), Path(out), reference=reference, test=test, n_boot=n_boot, seed=seed,
+    path = render_report(list(run_dirs), Path(out), reference=reference, test=test, n_boot=n_boot, seed=seed,
                         max_transcripts=max_transcripts, title=title)
     click.echo(f"report: {path}")

@@ -74,12 +74,17 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
     from ..paths import data_dir as resolve_data_dir
     from ..runs.manifest import finish_run, start_run
     from ..runs.rundir import RunDir
+    from ..systems.generate import plan_generation
     from ..taskspec import resolve_tasks
 
     t_start = time.perf_counter()
     settings = pop_client_options(kw)
     task_specs = resolve_tasks(_split(tasks))
     system_names = _split(systems)
+    if judges is not None and not _split([judges]):
+        raise UserError("--judges is empty; name judges (e.g. --judges local), or pass --judges none to skip judging")
+    if metric_names is not None and not _split([metric_names]):
+        raise UserError("--metrics is empty; name metrics, 'all', or pass --metrics none to skip them")
     judge_names = _split([judges]) if judges else _task_default(task_specs, "judges")
     metrics_list = _split([metric_names]) if metric_names else _task_default(task_specs, "metrics")
     level_list = _split([levels])
@@ -100,44 +105,88 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
                     "max_connections": settings.max_connections, "cost_limit": settings.cost_limit,
                     "use_cache": settings.use_cache}
     if out:
-        rundir = RunDir(Path(out), create=True)
+        rundir = RunDir.planned(Path(out))
     else:
         slug = "+".join(t.name for t in task_specs)[:40] + "_" + "+".join(system_names)[:40]
-        rundir = RunDir.default(f"{slug}-{stable_hash(identity)[:8]}".replace("/", "_"))
-    start_run(rundir, command=["mascot-eval", *sys.argv[1:]], settings=run_settings, tasks=task_specs)
-    click.echo(f"run directory: {rundir.path}", err=True)
+        rundir = RunDir.default(f"{slug}-{stable_hash(identity)[:8]}".replace("/", "_"), create=False)
+    rundir.check_not_locked()
+    # everything the run will use is loaded and checked before the run directory is touched
+    plan = plan_generation(rundir, task_specs, system_names, model=model, user_model=user_model, checkpoint=checkpoint,
+                           limit=limit, data_dir=ddir, seed=seed)
+    panel = _panel(judge_names, settings)
 
     steps: dict[str, Any] = {}
-    status = "complete"
-    try:
-        steps["generate"] = _generate(rundir, task_specs, system_names, model=model, user_model=user_model,
-                                      checkpoint=checkpoint, limit=limit, data_dir=ddir, settings=settings,
-                                      seed=seed, progress=not no_progress)
-        if steps["generate"]["failed"]:
-            status = "complete_with_failures"
-        if not rundir.transcripts():
-            raise UserError(f"{rundir.transcripts_path}: no dialogue finished, nothing to evaluate; see the failures above")
-        if not _none(judge_names):
-            steps["judge"] = _judge(rundir, judge_names, settings, level_list, progress=not no_progress)
-        if not _none(metrics_list):
-            steps["metrics"] = _metrics(rundir, metrics_list)
-        steps["summary"] = _summary(rundir, reference=reference, test=test, n_boot=n_boot, seed=seed)
-        if not no_report:
-            steps["report"] = _report(rundir, reference=reference, test=test, n_boot=n_boot, seed=seed)
-    except (UserError, KeyboardInterrupt):
-        finish_run(rundir, status="stopped", steps=steps, usage=_usage(steps), cost_usd=_cost(steps))
-        click.echo(f"stopped: what finished is saved in {rundir.path}; rerun the same command to resume", err=True)
-        raise
-    finish_run(rundir, status=status, steps=steps, usage=_usage(steps), cost_usd=_cost(steps))
+    with rundir.lock():
+        start_run(rundir, command=["mascot-eval", *sys.argv[1:]], settings=run_settings, tasks=task_specs)
+        click.echo(f"run directory: {rundir.path}", err=True)
+        try:
+            steps["generate"] = _generate(rundir, plan, settings=settings, progress=not no_progress)
+            if not rundir.transcripts():
+                finish_run(rundir, status="failed", steps=_step_records(rundir))
+                _print_failures(rundir, steps)
+                click.echo("failed: no dialogue finished, nothing to evaluate; fix the causes above and rerun", err=True)
+                raise SystemExit(1)
+            if panel is not None:
+                steps["judge"] = _judge(rundir, panel, judge_names, settings, level_list, progress=not no_progress)
+            if not _none(metrics_list):
+                steps["metrics"] = _metrics(rundir, metrics_list)
+            steps["summary"] = _summary(rundir, reference=reference, test=test, n_boot=n_boot, seed=seed)
+            if not no_report:
+                steps["report"] = _report(rundir)
+        except (UserError, KeyboardInterrupt):
+            finish_run(rundir, status="stopped", steps=_step_records(rundir))
+            click.echo(f"stopped: what finished is saved in {rundir.path}; rerun the same command to resume", err=True)
+            raise
+        failed = _failed_steps(steps)
+        status = "complete_with_failures" if failed else "complete"
+        finish_run(rundir, status=status, steps=_step_records(rundir))
     _print_results(rundir)
     click.echo(f"\n{status} in {time.perf_counter() - t_start:.1f}s; run directory: {rundir.path}")
     if "report" in steps:
         click.echo(f"report: {steps['report']['path']}")
-    if status != "complete":
-        for f in steps["generate"]["failures"][:5]:
-            click.echo(f"failed: {f['dialogue_id']}: {f['error']}", err=True)
-        click.echo("some dialogues failed; rerun the same command to retry them", err=True)
+    if failed:
+        _print_failures(rundir, steps)
+        click.echo("some model calls failed for good; rerun the same command to retry them", err=True)
         raise SystemExit(1)
+
+
+def _panel(judge_names: list[str], settings: Any) -> list[Any] | None:
+    """The judges, loaded with their rubrics and templates (a bad judge fails here, before any write)."""
+    if _none(judge_names):
+        return None
+    from ..judges.score import Judge
+    from ..judges.specs import parse_judges
+
+    return [Judge(spec, settings) for spec in parse_judges(judge_names)]
+
+
+def _step_records(rundir) -> dict[str, Any]:
+    """This invocation's step records, as the steps wrote them into the manifest."""
+    m = rundir.read_manifest()
+    return dict(m.get("steps") or {})
+
+
+def _failed_steps(steps: dict[str, Any]) -> list[str]:
+    out = []
+    if (steps.get("generate") or {}).get("failed"):
+        out.append("generate")
+    if (steps.get("judge") or {}).get("failed_units"):
+        out.append("judge")
+    return out
+
+
+def _print_failures(rundir, steps: dict[str, Any]) -> None:
+    """One line per step with failures: counts and the first causes."""
+    g = steps.get("generate") or {}
+    if g.get("failed"):
+        causes = "; ".join(f"{f['id']}: {f['error']}" for f in g.get("failures", [])[:3])
+        total = g.get("failed", 0) + g.get("new", 0) + g.get("reused", 0)
+        click.echo(f"generate: {g['failed']} of {total} dialogue(s) failed; first causes: {causes}", err=True)
+    j = steps.get("judge") or {}
+    if j.get("failed_units"):
+        causes = "; ".join(f"{f['id']}: {f['error']}" for f in j.get("failures", [])[:3])
+        click.echo(f"judge: {j['failed_units']} of {j['new_units']} new judge call(s) failed for good; first causes: {causes}",
+                   err=True)
 
 
 def _check_names(system_names: list[str], judge_names: list[str], metrics_list: list[str], levels: list[str]) -> None:
@@ -169,33 +218,36 @@ def _task_default(task_specs, what: str) -> list[str]:
     return out or ["none"]
 
 
-def _generate(rundir, task_specs, system_names, *, progress: bool, **kw) -> dict[str, Any]:
+def _generate(rundir, plan, *, settings, progress: bool) -> dict[str, Any]:
+    from ..aio import run_sync
     from ..errors import UserError
-    from ..systems.generate import generate
+    from ..systems.generate import agenerate
 
-    click.echo(f"[1/5] generate: {', '.join(t.name for t in task_specs)} x {', '.join(system_names)}", err=True)
+    click.echo(f"[1/5] generate: {', '.join(plan.tasks)} x {', '.join(plan.systems)} "
+               f"({len(plan.todo)} to do, {plan.reused} done)", err=True)
     try:
-        res = generate(rundir, task_specs, system_names, progress=progress, **kw)
+        res = run_sync(agenerate(rundir, [], [], plan=plan, settings=settings, progress=progress))
     except UserError as exc:
         partial = getattr(exc, "generate_result", None)
         if partial is not None:
             click.echo(f"generate stopped: {partial.new} new dialogue(s) saved, {partial.reused} reused", err=True)
         raise
     click.echo(f"      {res.new} new, {res.reused} reused, {res.failed} failed dialogue(s) in {res.seconds:.1f}s "
-               f"({res.calls} calls, {res.tokens} tokens, ${res.cost_usd:.4f})", err=True)
+               f"({res.calls} calls, {res.usage.retries} retries, {res.tokens} tokens, ${res.cost_usd:.4f})", err=True)
     return {"new": res.new, "reused": res.reused, "failed": res.failed, "failures": res.failures[:50],
             "seconds": res.seconds, "calls": res.calls, "tokens": res.tokens, "cost_usd": res.cost_usd}
 
 
-def _judge(rundir, judge_names: list[str], settings, levels: list[str], *, progress: bool) -> dict[str, Any]:
+def _judge(rundir, panel, judge_names: list[str], settings, levels: list[str], *, progress: bool) -> dict[str, Any]:
     from ..judges.run import judge_rundir
 
     click.echo(f"[2/5] judge: {', '.join(judge_names)} ({', '.join(levels)} rubrics)", err=True)
-    res = judge_rundir(rundir, ",".join(judge_names), settings=settings, levels=levels, progress=progress)
-    click.echo(f"      {res.new_units} new judge calls ({res.unscored_units} unscored), {res.reused_units} reused, "
-               f"{res.seconds:.1f}s", err=True)
+    res = judge_rundir(rundir, panel, settings=settings, levels=levels, progress=progress)
+    click.echo(f"      {res.new_units} new judge calls ({res.unscored_units} unscored, {res.failed_units} failed), "
+               f"{res.reused_units} reused, {res.seconds:.1f}s", err=True)
     return {"judges": judge_names, "new_units": res.new_units, "reused_units": res.reused_units,
-            "unscored_units": res.unscored_units, "seconds": round(res.seconds, 3), "per_judge": res.per_judge}
+            "unscored_units": res.unscored_units, "failed_units": res.failed_units, "failures": res.failures,
+            "seconds": round(res.seconds, 3), "per_judge": res.per_judge}
 
 
 def _metrics(rundir, names: list[str]) -> dict[str, Any]:
@@ -205,36 +257,29 @@ def _metrics(rundir, names: list[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     df = compute_rundir(rundir, None if names == ["all"] else names)
     seconds = time.perf_counter() - t0
-    click.echo(f"      {len(df)} metric rows in {seconds:.1f}s", err=True)
+    step = (rundir.read_manifest().get("steps") or {}).get("metrics") or {}
+    reused = len((step.get("counts") or {}).get("reused") or [])
+    click.echo(f"      {len(df)} metric rows in {seconds:.1f}s ({reused} metric(s) reused)", err=True)
     return {"rows": int(len(df)), "seconds": round(seconds, 3)}
 
 
 def _summary(rundir, **kw) -> dict[str, Any]:
     from ..runs.summary import summarize
 
-    click.echo("[4/5] statistics: bootstrap intervals and paired tests", err=True)
+    click.echo("[4/5] statistics: bootstrap intervals, paired tests, agreement", err=True)
     t0 = time.perf_counter()
     s = summarize(rundir, **kw)
     return {"path": str(rundir.summary_path), "estimates": len(s["estimates"]), "comparisons": len(s["comparisons"]),
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def _report(rundir, **kw) -> dict[str, Any]:
-    from ..reports.html import build_report
+def _report(rundir) -> dict[str, Any]:
+    from ..reports.html import render_report
 
     click.echo("[5/5] report", err=True)
     t0 = time.perf_counter()
-    path = build_report([rundir], rundir.report_path, **kw)
+    path = render_report([rundir], rundir.report_path)
     return {"path": str(path), "seconds": round(time.perf_counter() - t0, 3)}
-
-
-def _usage(steps: dict[str, Any]) -> dict[str, Any]:
-    g = steps.get("generate") or {}
-    return {"generate": {"calls": g.get("calls", 0), "tokens": g.get("tokens", 0), "cost_usd": g.get("cost_usd", 0.0)}}
-
-
-def _cost(steps: dict[str, Any]) -> float:
-    return float((steps.get("generate") or {}).get("cost_usd") or 0.0)
 
 
 # measures printed in the compact table (the report and summary.json hold everything)

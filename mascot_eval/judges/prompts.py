@@ -48,17 +48,12 @@ def card_text(card: PersonaCard) -> str:
     )
 
 
-def cards_by_name(t: Transcript, cards: list[PersonaCard] | dict[str, PersonaCard] | None) -> dict[str, PersonaCard]:
-    """Persona cards of the transcript's agents keyed by display name.
-
-    Explicit ``cards`` win; otherwise the transcript's persona group is loaded (a missing group is a
-    UserError). Agents without a card (e.g. a single-assistant baseline) are simply absent.
-    """
+def cards_by_name(t: Transcript, cards: list[PersonaCard] | dict[str, PersonaCard] | None = None) -> dict[str, PersonaCard]:
+    """Persona cards of the transcript's agents keyed by display name: the cards the agents played,
+    as the transcript records them (explicit ``cards`` win, for scoring outside a run). Agents
+    without a card are absent."""
     if cards is None:
-        from ..personas import get_group
-
-        _, group_cards = get_group(t.persona_group)
-        cards = group_cards
+        return {a: c for a, c in t.cards().items() if a in t.agents}
     items = cards.values() if isinstance(cards, dict) else cards
     by_name = {c.name: c for c in items}
     by_id = {c.id: c for c in items}

@@ -15,24 +15,32 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..aio import run_all
+from ..aio import run_all, run_sync
 from ..backends.client import ClientSettings
 from ..criteria import criteria_for
 from ..errors import UserError
+from ..records.judgment import latest_rows
 from ..runs.rundir import RunDir
 from ..transcript import Transcript
 from .score import Judge, judge_units, units_for
 from .specs import JudgeSpec, parse_judges
 
-ROW_KEY = ("dialogue_id", "judge", "level", "agent", "criterion")
+
+
+def _now() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
 class JudgeResult:
     new_units: int = 0
     reused_units: int = 0
-    unscored_units: int = 0  # of the new units
+    unscored_units: int = 0  # of the new units: the reply could not be parsed (or was degenerate)
+    failed_units: int = 0  # of the new units: the call failed for good (retried on the next resume)
     new_rows: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)  # the first failed calls: {id, error}
     seconds: float = 0.0
     per_judge: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -40,37 +48,16 @@ class JudgeResult:
         return self.__dict__.copy()
 
 
-def latest_judgments(rows: list[dict[str, Any]] | Any) -> list[dict[str, Any]]:
-    """One row per (dialogue, judge, level, agent, criterion): the last one written."""
-    out: dict[tuple, dict[str, Any]] = {}
-    for r in rows:
-        out[tuple(r.get(k) for k in ROW_KEY)] = r
-    return list(out.values())
+latest_judgments = latest_rows
 
 
 def _done_units(rows: list[dict[str, Any]]) -> set[tuple]:
     counts: Counter[tuple] = Counter()
-    for r in latest_judgments(rows):
-        if (r.get("reason") or "").startswith("call_failed"):
+    for r in latest_rows(rows):
+        if r.get("status") == "call_failed":
             continue
         counts[(r["dialogue_id"], r["judge"], r["level"], r.get("agent"), r.get("spec_hash"), r.get("template_hash"))] += 1
     return {k for k, n in counts.items() if n == len(criteria_for(k[2]))}
-
-
-def repair_tail(path) -> bool:
-    """Drop a last line cut short by a kill, so the next append starts on a fresh line."""
-    from pathlib import Path
-
-    path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
-        return False
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
-        return False
-    cut = data.rfind(b"\n") + 1
-    with open(path, "r+b") as fh:
-        fh.truncate(cut)
-    return True
 
 
 def _levels_for(t: Transcript, levels: tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
@@ -89,25 +76,43 @@ async def judge_rundir_async(
     transcripts: list[Transcript] | None = None,
     max_parallel_dialogues: int = 16,
 ) -> JudgeResult:
-    specs = parse_judges(judges) if isinstance(judges, str) or (judges and isinstance(judges[0], str)) else list(judges)
     for lv in levels or ():
         criteria_for(lv) if lv in ("agent", "group") else _bad_level(lv)
-    panel = [Judge(s, settings) for s in specs]
+    if isinstance(judges, list) and judges and all(isinstance(j, Judge) for j in judges):
+        panel = list(judges)  # already loaded (the CLI loads them before anything is written)
+    else:
+        specs = parse_judges(judges) if isinstance(judges, str) or (judges and isinstance(judges[0], str)) else list(judges)
+        panel = [Judge(s, settings) for s in specs]
     ts = transcripts if transcripts is not None else rundir.transcripts()
     if not ts:
         raise UserError(f"{rundir.transcripts_path}: no transcripts to judge; run `mascot-eval generate` first")
+    standalone = not rundir.locked  # not a step of `run`, which already started the run's ledger
+    with rundir.lock():
+        if standalone:
+            from ..backends.usage import begin_run
+
+            begin_run(float(rundir.read_manifest().get("cost_usd") or 0.0))
+        return await _judge_locked(rundir, panel, ts, levels, progress, max_parallel_dialogues)
+
+
+async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript], levels: Any, progress: bool,
+                        max_parallel_dialogues: int) -> JudgeResult:
+    from ..records.manifest import StepRecord
+    from ..runs.ledger import record_ledger
+
+    started = _now()
     rundir.update_manifest(
         judges={
             j.spec.name: {"model": j.spec.model, "spec_hash": j.spec_hash, "template_hash": j.template_hash, "file": j.spec.file}
             for j in panel
         }
     )
-    repair_tail(rundir.judgments_path)
     done = _done_units(list(rundir.judgments()))
     result = JudgeResult()
     jobs: list[tuple[Judge, Transcript, list[tuple[str, str | None]]]] = []
     for j in panel:
-        stats = result.per_judge.setdefault(j.spec.name, {"new_units": 0, "reused_units": 0, "unscored_units": 0})
+        stats = result.per_judge.setdefault(j.spec.name, {"new_units": 0, "reused_units": 0, "unscored_units": 0,
+                                                          "failed_units": 0})
         for t in ts:
             todo = []
             for level, agent in units_for(t, _levels_for(t, levels)):
@@ -123,30 +128,53 @@ async def judge_rundir_async(
     sem = asyncio.Semaphore(max_parallel_dialogues)
     finished = 0
 
-    async def run_job(j: Judge, t: Transcript, todo: list[tuple[str, str | None]]) -> None:
+    def record(j: Judge, t: Transcript, rows: list[dict[str, Any]]) -> None:
+        """Write one unit's rows the moment its call finished (a stop never loses a paid answer)."""
         nonlocal finished
-        async with sem:
-            groups = await judge_units(j, t, todo)
         stats = result.per_judge[j.spec.name]
-        for rows in groups:
-            for r in rows:
-                rundir.append_judgment(r)
-            result.new_rows += len(rows)
-            result.new_units += 1
-            stats["new_units"] += 1
-            if rows and rows[0]["status"] != "scored":
-                result.unscored_units += 1
-                stats["unscored_units"] += 1
-        finished += len(groups)
+        for r in rows:
+            rundir.append_judgment(r)
+        result.new_rows += len(rows)
+        result.new_units += 1
+        stats["new_units"] += 1
+        status = rows[0]["status"] if rows else "scored"
+        if status == "call_failed":
+            result.failed_units += 1
+            stats["failed_units"] += 1
+            if len(result.failures) < 20:
+                result.failures.append({"id": f"{t.dialogue_id}|{j.spec.name}|{rows[0]['level']}|{rows[0]['agent'] or '-'}",
+                                        "error": rows[0]["reason"]})
+        elif status != "scored":
+            result.unscored_units += 1
+            stats["unscored_units"] += 1
+        finished += 1
         if progress:
             print(f"\rjudging: {finished}/{total} calls", end="", file=sys.stderr, flush=True)
 
+    async def run_job(j: Judge, t: Transcript, todo: list[tuple[str, str | None]]) -> None:
+        async with sem:
+            await judge_units(j, t, todo, on_unit=lambda rows: record(j, t, rows))
+
+    status = "done"
     try:
         await run_all(run_job(*job) for job in jobs)
+    except BaseException:
+        status = "stopped"
+        raise
     finally:
         result.seconds = time.perf_counter() - t0
         if progress and total:
             print(file=sys.stderr)
+        if status == "done" and result.failed_units:
+            status = "done_with_failures"
+        rundir.update_manifest(steps={"judge": StepRecord(
+            status=status, started=started, ended=_now(), seconds=round(result.seconds, 3),
+            counts={"new_units": result.new_units, "reused_units": result.reused_units,
+                    "unscored_units": result.unscored_units, "failed_units": result.failed_units,
+                    "per_judge": result.per_judge},
+            failures=result.failures,
+        ).model_dump()})
+        record_ledger(rundir)
     return result
 
 
@@ -156,7 +184,7 @@ def _bad_level(lv: str) -> None:
 
 def judge_rundir(
     rundir: RunDir,
-    judges: list[str] | list[JudgeSpec] | str,
+    judges: list[str] | list[JudgeSpec] | list[Judge] | str,
     *,
     settings: ClientSettings | None = None,
     levels: tuple[str, ...] | list[str] | None = None,
@@ -164,16 +192,3 @@ def judge_rundir(
 ) -> JudgeResult:
     """Judge all transcripts of ``rundir`` with ``judges``; appends to judgments.jsonl; resumable."""
     return run_sync(judge_rundir_async(rundir, judges, settings=settings, levels=levels, progress=progress))
-
-
-def run_sync(coro):
-    """Run a coroutine in a fresh event loop and close the model clients' sessions afterwards."""
-    from ..backends.client import close_clients
-
-    async def main():
-        try:
-            return await coro
-        finally:
-            await close_clients()
-
-    return asyncio.run(main())

@@ -32,7 +32,8 @@ from .rubrics import Rubric, load_rubric
 from .specs import JudgeSpec, check_mode, resolve_judge
 from .templates import make_nonce, render, templates_hash
 
-SCHEMA = "mascot-judgment/1"
+from ..records.judgment import SCHEMA
+from ..records.usage import Usage
 DIGITS = ("1", "2", "3", "4", "5")
 
 
@@ -61,17 +62,14 @@ class Asked:
     response: ChatResponse | None = None  # the reply that parsed
 
 
-def _usage(responses: list[ChatResponse]) -> dict[str, Any]:
-    return {
-        "calls": len(responses),
-        "reasks": max(0, len(responses) - 1),
-        "cached": sum(1 for r in responses if r.cached),
-        "prompt_tokens": sum(r.usage.prompt_tokens for r in responses),
-        "completion_tokens": sum(r.usage.completion_tokens for r in responses),
-        "cost_usd": float(sum(r.cost_usd or 0.0 for r in responses)),
-        "latency_s": float(sum(r.latency_s or 0.0 for r in responses)),
-        "retries": sum(r.retries or 0 for r in responses),
-    }
+def _usage(responses: list[ChatResponse], failure: BaseException | None = None) -> dict[str, Any]:
+    """The unit's usage: its answered calls (re-asks included) and the call that failed for good, if any."""
+    parts = [Usage.of_response(r) for r in responses]
+    if failure is not None:
+        parts.append(Usage.of_failure(failure))
+    u = Usage.total(parts)
+    u.reasks = max(0, len(responses) + (failure is not None) - 1)
+    return u.model_dump()
 
 
 class Judge:
@@ -135,7 +133,8 @@ class Judge:
             try:
                 resp = await self.client.chat(messages, params, tag=self.tag)
             except BackendError as exc:
-                return Asked(Parsed(False, reason=str(exc)), _usage(responses), reason=f"call_failed: {exc}"[:500], call_id=call_id)
+                return Asked(Parsed(False, reason=str(exc)), _usage(responses, exc), reason=f"call_failed: {exc}"[:500],
+                             call_id=call_id)
             responses.append(resp)
             parsed = parse(resp.text, user_prompt)
             if parsed.ok:
@@ -156,7 +155,7 @@ class Judge:
         try:
             resp = await self.client.chat(messages, params, tag=self.tag)
         except BackendError as exc:
-            return Asked(Parsed(False, reason=str(exc)), _usage([]), reason=f"call_failed: {exc}"[:500], call_id=call_id)
+            return Asked(Parsed(False, reason=str(exc)), _usage([], exc), reason=f"call_failed: {exc}"[:500], call_id=call_id)
         probs = resp.choice_probs or []
         if len(probs) != len(segments):
             why = f"logprob: {len(probs)} probability rows for {len(segments)} prefill segments"
@@ -203,10 +202,21 @@ class Judge:
         )
 
 
+def _status(asked: Asked | None) -> str:
+    if asked is not None and asked.parsed.ok:
+        return "scored"
+    if asked is not None and (asked.reason or "").startswith("call_failed"):
+        return "call_failed"
+    return "unscored"
+
+
 def _rows(judge: Judge, t: Transcript, level: str, agent: str | None, asked: Asked | None, reason: str | None) -> list[dict[str, Any]]:
+    """One JudgmentRow per criterion of the unit, in rubric order; the unit's usage on the first."""
     rows = []
-    for c in criteria_for(level):
-        ok = asked is not None and asked.parsed.ok
+    status = _status(asked)
+    ok = status == "scored"
+    usage = Usage.model_validate(asked.usage).model_dump() if asked is not None else None
+    for i, c in enumerate(criteria_for(level)):
         score = asked.parsed.scores[c] if ok else None
         w = asked.weighted.get(c) if ok else None
         rows.append(
@@ -224,13 +234,14 @@ def _rows(judge: Judge, t: Transcript, level: str, agent: str | None, asked: Ask
                 "level": level,
                 "agent": agent,
                 "criterion": c,
+                "criterion_index": i,
                 "score": score,
                 "score_100": to_100(score) if score is not None else None,
                 "weighted_score": w,
-                "status": "scored" if ok else "unscored",
+                "status": status,
                 "reason": None if ok else (asked.reason if asked is not None else reason),
                 "rationale": asked.parsed.rationale if ok else None,
-                "usage": asked.usage if asked is not None else {},
+                "usage": usage if i == 0 else None,
                 "call_id": asked.call_id if asked is not None else None,
                 "spec_hash": judge.spec_hash,
                 "template_hash": judge.template_hash,
@@ -244,8 +255,11 @@ async def judge_units(
     t: Transcript,
     units: list[tuple[str, str | None]],
     cards: list[PersonaCard] | dict[str, PersonaCard] | None = None,
+    *,
+    on_unit: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Judge the (level, agent) units of one transcript concurrently; one row list per unit."""
+    """Judge the (level, agent) units of one transcript concurrently; one row list per unit.
+    ``on_unit`` receives each unit's rows as soon as that unit is done (to record it at once)."""
     by_name = prompts.cards_by_name(t, cards)
 
     async def one(level: str, agent: str | None) -> list[dict[str, Any]]:
@@ -259,7 +273,13 @@ async def judge_units(
         asked = await judge.ask(prompt, criteria_for(level))
         return _rows(judge, t, level, agent, asked, None)
 
-    return list(await asyncio.gather(*(one(lv, ag) for lv, ag in units)))
+    async def done(level: str, agent: str | None) -> list[dict[str, Any]]:
+        rows = await one(level, agent)
+        if on_unit is not None:
+            on_unit(rows)
+        return rows
+
+    return list(await asyncio.gather(*(done(lv, ag) for lv, ag in units)))
 
 
 def units_for(t: Transcript, levels: tuple[str, ...] | list[str]) -> list[tuple[str, str | None]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..aio import run_all
+from ..aio import run_all, run_sync
 from ..backends.client import ClientSettings
 from ..errors import UserError
 from ..runs.rundir import RunDir
@@ -28,12 +28,17 @@ from ..stats.bootstrap import bootstrap_mean
 from ..transcript import Transcript
 from . import prompts
 from .parse import parse_choice
-from .run import repair_tail, run_sync
 from .score import Judge
 from .specs import JudgeSpec, parse_judges
 
-SCHEMA = "mascot-comparison/1"
+from ..records.comparison import SCHEMA
 LABELS = ("A", "B", "C")
+
+
+def _now() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 ORDER_MODES = ("all", "rotations")
 
 
@@ -106,7 +111,7 @@ async def compare_one(judge: Judge, trio: list[Transcript], order: tuple[int, in
         "order": [t.system for t in shown],
         "order_index": order_index,
         "dialogue_ids": [t.dialogue_id for t in shown],
-        "status": "scored" if asked.parsed.ok else "unscored",
+        "status": "scored" if asked.parsed.ok else ("call_failed" if (asked.reason or "").startswith("call_failed") else "unscored"),
         "reason": None if asked.parsed.ok else asked.reason,
         "rationale": asked.parsed.rationale if asked.parsed.ok else None,
         "usage": asked.usage,
@@ -116,6 +121,8 @@ async def compare_one(judge: Judge, trio: list[Transcript], order: tuple[int, in
     }
     if asked.parsed.ok:
         row.update(map_back(row["order"], asked.parsed.obj["best"], asked.parsed.obj["ranking"]))
+        if asked.parsed.obj.get("probs") is not None:
+            row["probs"] = asked.parsed.obj["probs"]
     else:
         row.update({"best_label": None, "best_position": None, "best_system": None, "tie": None, "ranking_systems": None})
     return row
@@ -169,15 +176,17 @@ class CompareResult:
     new: int = 0
     reused: int = 0
     unscored: int = 0
+    failed: int = 0  # calls that failed for good (retried on the next resume)
     seconds: float = 0.0
     systems: list[str] = field(default_factory=list)
     contexts: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _done(rows: list[dict[str, Any]]) -> set[tuple]:
     done = set()
     for r in rows:
-        if (r.get("reason") or "").startswith("call_failed"):
+        if r.get("status") == "call_failed":
             continue
         done.add((r["pair_key"], r["judge"], tuple(r["order"]), r.get("spec_hash"), r.get("template_hash")))
     return done
@@ -207,7 +216,20 @@ async def compare_async(
     if limit is not None:
         trios = trios[:limit]
     ords = orders(order_mode)
-    repair_tail(out.comparisons_path)
+    standalone = not out.locked
+    with out.lock():
+        if standalone:
+            from ..backends.usage import begin_run
+
+            begin_run(float(out.read_manifest().get("cost_usd") or 0.0))
+        return await _compare_locked(out, panel, names, trios, ords, order_mode, progress)
+
+
+async def _compare_locked(out: RunDir, panel: list[Judge], names: list[str], trios: list[list[Transcript]],
+                          ords: list[tuple[int, int, int]], order_mode: str, progress: bool) -> CompareResult:
+    from ..records.manifest import StepRecord
+    from ..runs.ledger import record_ledger
+
     done = _done(list(out.comparisons()))
     res = CompareResult(systems=names, contexts=len(trios))
     jobs = []
@@ -225,21 +247,38 @@ async def compare_async(
     async def one(job) -> None:
         async with sem:
             row = await compare_one(*job)
-        from ..fileio import append_jsonl
-
-        append_jsonl(out.comparisons_path, row)
+        out.append_comparison(row)
         res.new += 1
-        res.unscored += row["status"] != "scored"
+        if row["status"] == "call_failed":
+            res.failed += 1
+            if len(res.failures) < 20:
+                res.failures.append({"id": f"{row['pair_key']}|{row['judge']}|{'/'.join(row['order'])}", "error": row["reason"]})
+        elif row["status"] != "scored":
+            res.unscored += 1
         if progress:
             print(f"\rcomparing: {res.new}/{len(jobs)} calls", end="", file=sys.stderr, flush=True)
 
+    started = _now()
+    status = "done"
     try:
         await run_all(one(job) for job in jobs)
+    except BaseException:
+        status = "stopped"
+        raise
     finally:
         res.seconds = time.perf_counter() - t0
         if progress and jobs:
             print(file=sys.stderr)
-    out.update_manifest(comparisons={"systems": names, "orders": order_mode, "judges": [j.spec.name for j in panel]})
+        if status == "done" and res.failed:
+            status = "done_with_failures"
+        out.update_manifest(
+            comparisons={"systems": names, "orders": order_mode, "judges": [j.spec.name for j in panel]},
+            steps={"compare": StepRecord(status=status, started=started, ended=_now(), seconds=round(res.seconds, 3),
+                                         counts={"new": res.new, "reused": res.reused, "unscored": res.unscored,
+                                                 "failed": res.failed, "contexts": res.contexts},
+                                         failures=res.failures).model_dump()},
+        )
+        record_ledger(out)
     return res
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UserError
 from ..transcript import Transcript
 from .ngrams import NgramIndex
 from .rouge import RougeL
@@ -45,11 +44,9 @@ class Group:
 
 
 class MetricContext:
-    def __init__(self, transcripts: list[Transcript], *, embedder: Callable[[list[str]], np.ndarray] | None = None,
-                 persona_root: Any = None) -> None:
+    def __init__(self, transcripts: list[Transcript], *, embedder: Callable[[list[str]], np.ndarray] | None = None) -> None:
         self.transcripts = transcripts
         self._embedder = embedder
-        self._persona_root = persona_root
         self.notes: dict[str, int] = {}  # reason -> count, for rows a metric could not produce
         self._memo: dict[str, Any] = {}
         self._vectors_future: Any = None
@@ -133,18 +130,24 @@ class MetricContext:
         return embed(texts)
 
     @cached_property
-    def card_texts(self) -> dict[tuple[str, str], str]:
-        """(persona group, speaker name) -> persona card text, for the groups that can be loaded."""
-        from ..personas import get_group
+    def card_groups(self) -> list[str]:
+        """Per transcript, the key of the persona cards it played: its group name plus a hash of the cards
+        (two runs that played edited cards of one group stay apart)."""
+        from ..fileio import stable_hash
 
+        return [f"{t.persona_group}#{stable_hash(sorted((n, p.prompt or p.card().prompt_block()) for n, p in t.personas.items()), 8)}"
+                for t in self.transcripts]
+
+    def card_group(self, ti: int) -> str:
+        return self.card_groups[ti]
+
+    @cached_property
+    def card_texts(self) -> dict[tuple[str, str], str]:
+        """(card group key, speaker name) -> the persona card text the speaker played (from the transcript)."""
         out: dict[tuple[str, str], str] = {}
-        for group in sorted({t.persona_group for t in self.transcripts}):
-            try:
-                _, cards = get_group(group, self._persona_root)
-            except UserError:
-                continue
-            for c in cards:
-                out[(group, c.name)] = c.prompt_block()
+        for ti, t in enumerate(self.transcripts):
+            for name, p in t.personas.items():
+                out[(self.card_groups[ti], name)] = p.prompt or p.card().prompt_block()
         return out
 
     def _compute_vectors(self) -> np.ndarray:

@@ -43,7 +43,7 @@ def _persona_similarity(ctx: MetricContext) -> Rows:
     row_of, _, card_vec_ids = _card_matrix(ctx)
     turns, card_rows = [], []
     for r in ctx.agent_turns:
-        i = row_of.get((ctx.transcripts[r.ti].persona_group, r.speaker))
+        i = row_of.get((ctx.card_group(r.ti), r.speaker))
         if i is not None:
             turns.append(r)
             card_rows.append(i)
@@ -66,7 +66,7 @@ def _card_margin(ctx: MetricContext) -> Rows:
         members.setdefault(g, []).append(i)
     turns, own, others = [], [], []
     for r in ctx.agent_turns:
-        g = ctx.transcripts[r.ti].persona_group
+        g = ctx.card_group(r.ti)
         i = row_of.get((g, r.speaker))
         if i is None or len(members[g]) < 2:
             continue

@@ -1,4 +1,9 @@
-"""Report figures (matplotlib, Agg) returned as base64 PNG data URIs so the HTML is self-contained."""
+"""Report figures (matplotlib, Agg) returned as base64 PNG data URIs so the HTML is self-contained.
+
+Each figure is drawn from plain numbers the summary holds (lists of dicts), never from raw rows.
+:func:`cached` draws a figure once per distinct input: the PNG is kept in the user cache under the
+hash of the figure kind, its numbers and this module's code, so an unchanged report costs nothing.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +19,27 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..stats.bootstrap import bootstrap_mean  # noqa: E402
-
 DPI = 90
+
+
+def cached(kind: str, *args: object, **kw: object) -> str | None:
+    """The data URI of figure ``kind`` (a function of this module) for these arguments, drawn once."""
+    import hashlib
+    from pathlib import Path
+
+    from .. import paths
+    from ..fileio import atomic_write_text, stable_hash
+
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    key = stable_hash([kind, code, args, kw], 24)
+    folder = paths.cache_dir() / "figures"
+    path = folder / f"{key}.uri"
+    if path.exists():
+        text = path.read_text(encoding="ascii")
+        return text or None
+    uri = FIGURES[kind](*args, **kw)
+    atomic_write_text(path, uri or "")
+    return uri
 
 
 def to_data_uri(fig) -> str:
@@ -31,9 +54,13 @@ def _colors(labels: Sequence[str]) -> dict[str, str]:
     return {lab: matplotlib.colors.to_hex(cmap(i % 10)) for i, lab in enumerate(labels)}
 
 
-def bars(est: pd.DataFrame, measures: Sequence[str], title: str, *, ylabel: str = "score (0-100)") -> str | None:
-    """Grouped bars: one group per measure, one bar per system, 95% interval as error bars."""
-    e = est[est["measure"].isin(measures)]
+def bars(est: list[dict], measures: Sequence[str], title: str, *, ylabel: str = "score (0-100)") -> str | None:
+    """Grouped bars: one group per measure, one bar per system, 95% interval as error bars.
+    ``est``: rows with label, measure, mean, lo, hi."""
+    e = pd.DataFrame(est)
+    if e.empty:
+        return None
+    e = e[e["measure"].isin(measures)]
     if e.empty:
         return None
     labels = sorted(e["label"].unique())
@@ -60,9 +87,12 @@ def bars(est: pd.DataFrame, measures: Sequence[str], title: str, *, ylabel: str 
     return to_data_uri(fig)
 
 
-def radar(est: pd.DataFrame, label: str, measures: Sequence[str], title: str) -> str | None:
+def radar(est: list[dict], label: str, measures: Sequence[str], title: str) -> str | None:
     """Radar of one system's criteria (0-100), with the interval as a shaded band."""
-    sub = est[(est["label"] == label) & est["measure"].isin(measures)].set_index("measure")
+    e = pd.DataFrame(est)
+    if e.empty:
+        return None
+    sub = e[(e["label"] == label) & e["measure"].isin(measures)].set_index("measure")
     ms = [m for m in measures if m in sub.index]
     if len(ms) < 3:
         return None
@@ -82,33 +112,10 @@ def radar(est: pd.DataFrame, label: str, measures: Sequence[str], title: str) ->
     return to_data_uri(fig)
 
 
-def context_of(pair_key: str) -> str:
-    """The context part of a pair key ``task:context_id:profile`` (profiles of one context resample together)."""
-    return pair_key[: pair_key.rfind(":")] if ":" in pair_key else pair_key
-
-
-def round_table(metrics: pd.DataFrame, metric: str, *, by: str = "label", n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
-    """Per ``by`` value and round: mean of the per-dialogue means of ``metric``, 95% bootstrap over contexts, n."""
-    cols = [by, "round", "mean", "lo", "hi", "n"]
-    if metrics.empty or "metric" not in metrics.columns or "round" not in metrics.columns:
-        return pd.DataFrame(columns=cols)
-    m = metrics[(metrics["metric"] == metric) & metrics["round"].notna() & metrics["dialogue_id"].notna()]
-    m = m.assign(value=pd.to_numeric(m["value"], errors="coerce")).dropna(subset=["value"])
-    if m.empty or by not in m.columns:
-        return pd.DataFrame(columns=cols)
-    m = m.assign(round=m["round"].astype(float).astype(int))
-    rows = []
-    for (key, r), g in m.groupby([by, "round"], sort=True):
-        dm = g.groupby(["dialogue_id", "pair_key"], as_index=False)["value"].mean()  # dialogue means first
-        e = bootstrap_mean(dm["value"].to_numpy(float), [context_of(str(k)) for k in dm["pair_key"]], n_boot=n_boot, seed=seed)
-        rows.append({by: key, "round": int(r), "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def per_round(metrics: pd.DataFrame, metric: str, title: str, ylabel: str, *, by: str = "label", seed: int = 0) -> str | None:
-    """Mean of a per-turn or per-round metric by round, one line per ``by`` value (system or agent),
-    with the 95% cluster-bootstrap band (contexts resampled)."""
-    t = round_table(metrics, metric, by=by, seed=seed)
+def per_round(series: list[dict], title: str, ylabel: str, *, by: str = "label") -> str | None:
+    """Mean by round, one line per ``by`` value (system or agent), with the 95% band (from the summary's
+    ``rounds``: rows with label/agent, round, mean, lo, hi)."""
+    t = pd.DataFrame(series)
     if t.empty:
         return None
     keys = sorted(t[by].astype(str).unique())
@@ -116,8 +123,8 @@ def per_round(metrics: pd.DataFrame, metric: str, title: str, ylabel: str, *, by
     fig, ax = plt.subplots(figsize=(5.0, 3.0))
     for key in keys:
         sub = t[t[by].astype(str) == key].sort_values("round")
-        ax.plot(sub["round"], sub["mean"], marker="o", label=key, color=colors[key])
-        ax.fill_between(sub["round"], sub["lo"], sub["hi"], color=colors[key], alpha=0.15)
+        ax.plot(sub["round"], sub["mean"].astype(float), marker="o", label=key, color=colors[key])
+        ax.fill_between(sub["round"], sub["lo"].astype(float), sub["hi"].astype(float), color=colors[key], alpha=0.15)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -157,19 +164,20 @@ def panels(data: dict[str, dict[str, Sequence[tuple[float, float]]]], title: str
     return to_data_uri(fig)
 
 
-def hbar(values: pd.Series, title: str, xlabel: str, *, xlim: tuple[float, float] | None = None,
-         err: tuple[pd.Series, pd.Series] | None = None) -> str | None:
-    """Horizontal bars of a labelled series (e.g. agreement per criterion), optional interval."""
-    v = values.dropna()
+def hbar(points: list[dict], title: str, xlabel: str, *, xlim: tuple[float, float] | None = None) -> str | None:
+    """Horizontal bars of labelled values with their interval (rows: label, value, lo, hi)."""
+    v = pd.DataFrame(points)
     if v.empty:
         return None
+    v = v[v["value"].notna()]
+    if v.empty:
+        return None
+    vals = v["value"].to_numpy(float)
+    lo, hi = v["lo"].to_numpy(float), v["hi"].to_numpy(float)
+    xerr = np.nan_to_num(np.vstack([np.clip(vals - lo, 0, None), np.clip(hi - vals, 0, None)]))
     fig, ax = plt.subplots(figsize=(5.0, 0.28 * len(v) + 1.0))
-    xerr = None
-    if err is not None:
-        lo, hi = err[0].reindex(v.index), err[1].reindex(v.index)
-        xerr = np.nan_to_num(np.vstack([np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)]))
-    ax.barh(range(len(v)), v.to_numpy(float), xerr=xerr, color="#4c72b0", capsize=2)
-    ax.set_yticks(range(len(v)), [str(i) for i in v.index], fontsize=7)
+    ax.barh(range(len(v)), vals, xerr=xerr, color="#4c72b0", capsize=2)
+    ax.set_yticks(range(len(v)), [str(x) for x in v["label"]], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     if xlim:
@@ -180,15 +188,17 @@ def hbar(values: pd.Series, title: str, xlabel: str, *, xlim: tuple[float, float
     return to_data_uri(fig)
 
 
-def stacked_shares(df: pd.DataFrame, title: str) -> str | None:
-    """Stacked horizontal bars of shares (rows = items, columns = outcome categories, values in 0-1)."""
+def stacked_shares(rows: list[dict], title: str) -> str | None:
+    """Stacked horizontal bars of shares (rows: label plus one value in 0-1 per outcome category)."""
+    df = pd.DataFrame(rows)
     if df.empty:
         return None
+    df = df.set_index("label")
     fig, ax = plt.subplots(figsize=(5.5, 0.35 * len(df) + 1.0))
     left = np.zeros(len(df))
     cmap = plt.get_cmap("Set2")
     for i, col in enumerate(df.columns):
-        vals = df[col].to_numpy(float)
+        vals = df[col].astype(float).to_numpy()
         ax.barh(range(len(df)), vals, left=left, label=str(col), color=cmap(i % 8))
         left += vals
     ax.set_yticks(range(len(df)), [str(i) for i in df.index], fontsize=7)
@@ -197,3 +207,7 @@ def stacked_shares(df: pd.DataFrame, title: str) -> str | None:
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=min(4, len(df.columns)), loc="upper left", bbox_to_anchor=(0, -0.15))
     return to_data_uri(fig)
+
+
+FIGURES = {"bars": bars, "radar": radar, "per_round": per_round, "panels": panels, "hbar": hbar,
+           "stacked_shares": stacked_shares}

@@ -76,35 +76,43 @@ def task_provenance(tasks: list[TaskSpec]) -> dict[str, Any]:
 
 def start_run(rundir: RunDir, *, command: list[str] | None = None, settings: dict[str, Any] | None = None,
               tasks: list[TaskSpec] | None = None) -> dict[str, Any]:
-    """Record provenance and the start of an invocation (each resume adds one entry to ``invocations``)."""
+    """Record provenance and the start of an invocation (each resume adds one entry to ``invocations``);
+    the run's ``status`` is ``running`` until :func:`finish_run`. Seeds ``--cost-limit`` with what the
+    run's earlier invocations spent, so a limit holds across resumes. Needs the run's lock."""
+    import os
+
+    from ..backends.usage import begin_run
+
     m = rundir.read_manifest()
     invocations = list(m.get("invocations", []))
-    invocations.append({"started": _now(), "command": command or sys.argv, "settings": settings or {}})
+    invocations.append({"started": _now(), "command": command or sys.argv, "settings": settings or {}, "pid": os.getpid(),
+                        "status": "running"})
     fields: dict[str, Any] = {
-        "schema": "mascot-run/1",
         "run_id": rundir.run_id,
         "provenance": provenance(),
         "invocations": invocations,
+        "status": "running",
+        "ended": None,
     }
-    if "started" not in m:
+    if not m.get("started"):
         fields["started"] = invocations[-1]["started"]
     if tasks:
         fields["task_files"] = task_provenance(tasks)
     if settings:
         fields["settings"] = settings
+    begin_run(float(m.get("cost_usd") or 0.0))
     return rundir.update_manifest(**fields)
 
 
-def finish_run(rundir: RunDir, *, status: str = "complete", usage: dict[str, Any] | None = None,
-               cost_usd: float | None = None, steps: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Stamp the end time, status, usage and cost of the current invocation."""
+def finish_run(rundir: RunDir, *, status: str, steps: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Stamp the end time and status of the run and of its current invocation (with the step records
+    of this invocation), and recompute the usage ledger from the rows. Needs the run's lock."""
+    from .ledger import record_ledger
+
+    record_ledger(rundir)
     m = rundir.read_manifest()
-    invocations = list(m.get("invocations", [])) or [{}]
+    invocations = list(m.get("invocations", [])) or [{"started": _now()}]
     ended = _now()
     invocations[-1] = {**invocations[-1], "ended": ended, "status": status,
-                       **({"usage": usage} if usage is not None else {}),
-                       **({"cost_usd": cost_usd} if cost_usd is not None else {}),
                        **({"steps": steps} if steps is not None else {})}
-    total_cost = sum(float(i.get("cost_usd") or 0.0) for i in invocations)
-    return rundir.update_manifest(ended=ended, status=status, invocations=invocations, cost_usd=total_cost,
-                                  **({"usage": usage} if usage is not None else {}))
+    return rundir.update_manifest(ended=ended, status=status, invocations=invocations)

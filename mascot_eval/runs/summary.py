@@ -1,12 +1,10 @@
-"""summary.json: every number of a run with its n and interval, plus the paired comparisons.
+"""summary.json: every number a run reports (schema ``mascot-summary/2``, :mod:`mascot_eval.records.summary`).
 
-Layout (schema ``mascot-summary/1``)::
-
-    estimates        per label x split x measure x judge: mean, lo, hi (95% cluster bootstrap), n, n_obs, std
-    task_estimates   the same per task (judge means only), for printing beside the paper's per-valence tables
-    comparisons      paired tests between systems on shared contexts (see stats/compare.py)
-    corpus_metrics   corpus-level metric values per label x task (one number each: no interval)
-    counts           dialogues per label x split x task, scored/unscored judge rows per judge
+The statistics stage reads the run's artifacts (transcripts, judgments, comparisons, metrics, the
+manifest) and computes everything the report and the leaderboard show: estimates with n and 95%
+cluster-bootstrap intervals, paired tests, judge agreement and diagnostics, three-way results,
+per-round drift and redundancy, decision statistics and the training log of the checkpoint used.
+The report only renders this file (plus the transcripts, for the browser).
 """
 
 from __future__ import annotations
@@ -14,18 +12,26 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..fileio import atomic_write_json
+from ..fileio import atomic_write_json, read_jsonl, sha256_file, stable_hash
+from ..records.summary import Summary
 from ..stats.compare import compare_systems
 from ..stats.describe import describe
+from ..stats.rounds import PERSONA_METRICS, ROUND_METRICS, judge_round_frame, round_changes, round_series
 from .rundir import RunDir
 from .tables import ALL_JUDGES, RunData, load_runs
 
-SCHEMA = "mascot-summary/1"
+SCHEMA = "mascot-summary/2"
 REFERENCE_SYSTEM = "mascot"
+AGREEMENT_BOOT = 300  # alpha and Spearman bootstraps are costlier; 300 replicates (or n_boot, if smaller)
+INPUT_FILES = ("transcripts.jsonl", "judgments.jsonl", "comparisons.jsonl", "metrics.parquet")
+# what the summary reads from the manifest (its times, status and invocations change on every resume)
+MANIFEST_KEYS = ("provenance", "task_files", "tasks", "systems", "models", "judges", "comparisons", "seeds", "settings",
+                 "usage", "cost_usd")
 
 
 def _clean(v: Any) -> Any:
@@ -40,11 +46,149 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: _clean(v) for k, v in row.items()} for row in df.to_dict("records")]
 
 
+def _clean_all(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _clean_all(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean_all(v) for v in obj]
+    return _clean(obj)
+
+
 def pick_reference(labels: Sequence[str], reference: str | None = None) -> str | None:
     """The system the others are compared with: the given one, else `mascot` if present, else all pairs."""
     if reference is not None:
         return reference
     return REFERENCE_SYSTEM if REFERENCE_SYSTEM in labels else None
+
+
+def _counts(data: RunData) -> dict[str, Any]:
+    counts = [{"label": data.label_of(run_id, t.system), "split": t.split, "task": t.task} for run_id, t in data.transcripts]
+    count_df = pd.DataFrame(counts, columns=["label", "split", "task"])
+    dialogues = count_df.groupby(["label", "split", "task"]).size().reset_index(name="dialogues") if counts else count_df
+    scored: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for r in data.judgments:
+        j = str(r.get("judge"))
+        if r.get("status") == "scored" and r.get("score_100") is not None:
+            scored[j] = scored.get(j, 0) + 1
+        elif r.get("status") == "call_failed":
+            failed[j] = failed.get(j, 0) + 1
+    return {"dialogues": records(dialogues), "judgments_scored": scored,
+            "judgments_unscored": {j: dict(c) for j, c in data.unscored.items()}, "judgments_failed": failed}
+
+
+def _agreement(data: RunData, n_boot: int, seed: int) -> list[dict[str, Any]]:
+    if not data.judgments:
+        return []
+    from ..judges.agreement import agreement_table
+
+    return records(agreement_table(data.judgments, n_boot=min(AGREEMENT_BOOT, n_boot), seed=seed))
+
+
+def _diagnostics(data: RunData) -> list[dict[str, Any]]:
+    if not data.judgments and not data.comparisons:
+        return []
+    from ..judges.diagnostics import diagnostics_table
+
+    return records(diagnostics_table(data.judgments, [t for _, t in data.transcripts], data.comparisons))
+
+
+def _threeway(data: RunData, n_boot: int, seed: int) -> dict[str, Any] | None:
+    if not data.comparisons:
+        return None
+    from ..judges.threeway import latest_comparisons, summarize_comparisons
+
+    s = summarize_comparisons(data.comparisons, n_boot=min(AGREEMENT_BOOT, n_boot), seed=seed)
+    s["verdicts"] = [
+        {k: r.get(k) for k in ("pair_key", "judge", "order", "order_index", "best_system", "tie", "status", "reason",
+                               "rationale", "run_id")}
+        for r in sorted(latest_comparisons(data.comparisons), key=lambda r: (r["pair_key"], r["judge"], r.get("order_index", 0)))
+    ]
+    return _clean_all(s)
+
+
+def _rounds(data: RunData, n_boot: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nb = min(AGREEMENT_BOOT * 2, n_boot)
+    series: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    m = data.metrics
+    for name in ROUND_METRICS:
+        series += round_series(m, name, n_boot=nb, seed=seed)
+        if name in PERSONA_METRICS:
+            series += round_series(m, name, by_agent=True, n_boot=nb, seed=seed)
+        changes += round_changes(m, name, n_boot=nb, seed=seed)
+    judged = judge_round_frame(data.judgments, "consistency", data.label_of)
+    if not judged.empty:
+        series += round_series(judged, "judge_consistency", n_boot=nb, seed=seed)
+    return _clean_all(series), _clean_all(changes)
+
+
+def _training(data: RunData) -> list[dict[str, Any]]:
+    """The training log of each run's checkpoint (``models.checkpoint`` in its manifest), as series and a table."""
+    from ..train.plots import curves
+
+    out = []
+    for run_id, m in sorted(data.manifests.items()):
+        ck = (m.get("models") or {}).get("checkpoint")
+        if not ck:
+            continue
+        log = Path(ck) / "train_log.jsonl"
+        if not log.exists():
+            out.append({"run_id": run_id, "checkpoint": ck, "missing": True, "series": {}, "parts": []})
+            continue
+        rows = list(read_jsonl(log))
+        panels = curves(rows)
+        rm = [r for r in rows if r.get("step_name") == "reward_model" and isinstance(r.get("loss"), (int, float))]
+        if rm:
+            panels["reward model loss"] = {"Bradley-Terry loss": [(int(r["epoch"]), float(r["loss"])) for r in rm]}
+        comp: dict[str, list[tuple[int, float]]] = {}
+        for r in rows:
+            if r.get("step_name") == "grpo" and "step" in r:
+                for k, v in r.items():
+                    if k.startswith("rewards/") and isinstance(v, (int, float)) and math.isfinite(v):
+                        comp.setdefault(f"{r.get('name')}: {k[len('rewards/'):]}", []).append((int(r["step"]), float(v)))
+        if comp:
+            panels["reward components"] = comp
+        out.append({"run_id": run_id, "checkpoint": ck, "missing": False,
+                    "series": {p: {s: [list(pt) for pt in pts] for s, pts in ser.items()} for p, ser in panels.items()},
+                    "parts": _checkpoint_parts(rows)})
+    return _clean_all(out)
+
+
+def _checkpoint_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for name in dict.fromkeys(str(r.get("name")) for r in rows if r.get("step_name") == "grpo"):
+        g = [r for r in rows if r.get("step_name") == "grpo" and str(r.get("name")) == name]
+        last = g[-1]
+        lora = next((r for r in rows if r.get("step_name") == "lora" and str(r.get("name")) == name), {})
+        out.append({"part": name, "stage": last.get("stage", ""), "steps": last.get("step"),
+                    "trainable_pct": lora.get("trainable_pct"), "first_reward": g[0].get("reward"),
+                    "last_reward": last.get("reward"), "last_kl": last.get("kl"), "last_loss": last.get("loss")})
+    rm = [r for r in rows if r.get("step_name") == "reward_model"]
+    if rm:
+        out.append({"part": "reward model", "stage": rm[-1].get("stage", ""), "steps": rm[-1].get("epoch"),
+                    "last_loss": rm[-1].get("loss"), "heldout_accuracy": rm[-1].get("heldout_accuracy", rm[-1].get("heldout_acc")),
+                    "heldout_pairs": rm[-1].get("heldout_pairs")})
+    return out
+
+
+def _run_info(data: RunData) -> dict[str, Any]:
+    """Per run: what the report's overview shows, read from its manifest."""
+    out = {}
+    for run_id, m in sorted(data.manifests.items()):
+        prov = m.get("provenance") or {}
+        git = prov.get("git") or {}
+        models = m.get("models") or {}
+        out[run_id] = {
+            "started": m.get("started"),
+            "tasks": sorted((m.get("tasks") or {}).keys()), "systems": sorted((m.get("systems") or {}).keys()),
+            "model": models.get("default"), "checkpoint": models.get("checkpoint"),
+            "judges": sorted((m.get("judges") or {}).keys()), "cost_usd": m.get("cost_usd"),
+            "usage": {step: (led or {}).get("total") for step, led in (m.get("usage") or {}).items()},
+            "version": prov.get("version"), "git": (git.get("commit") or "")[:10] + (" (dirty)" if git.get("dirty") else ""),
+            "settings": m.get("settings") or {},
+        }
+    return out
 
 
 def summarize_data(data: RunData, *, reference: str | None = None, test: str = "wilcoxon",
@@ -60,16 +204,8 @@ def summarize_data(data: RunData, *, reference: str | None = None, test: str = "
         c = data.metrics[data.metrics["unit"] == "corpus"]
         if not c.empty:
             corpus = c.groupby(["label", "split", "task", "metric"], as_index=False)["value"].mean()
-    counts = []
-    for run_id, t in data.transcripts:
-        counts.append({"label": data.label_of(run_id, t.system), "split": t.split, "task": t.task})
-    count_df = pd.DataFrame(counts, columns=["label", "split", "task"])
-    dialogues = count_df.groupby(["label", "split", "task"]).size().reset_index(name="dialogues") if counts else count_df
-    scored: dict[str, int] = {}
-    for r in data.judgments:
-        if r.get("status") == "scored" and r.get("score_100") is not None:
-            scored[str(r.get("judge"))] = scored.get(str(r.get("judge")), 0) + 1
-    return {
+    rounds, changes = _rounds(data, n_boot, seed)
+    summary = {
         "schema": SCHEMA,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "runs": sorted(data.manifests),
@@ -78,26 +214,70 @@ def summarize_data(data: RunData, *, reference: str | None = None, test: str = "
         "reference": ref,
         "test": test,
         "bootstrap": {"n_boot": n_boot, "seed": seed, "level": 0.95, "cluster": "task:context_id"},
-        "estimates": records(est),
-        "task_estimates": records(task_est),
+        "estimates": records(est.assign(task=None) if not est.empty else est),
+        "task_estimates": records(task_est.assign(judge=ALL_JUDGES) if not task_est.empty else task_est),
         "comparisons": records(comps),
         "corpus_metrics": records(corpus),
-        "counts": {
-            "dialogues": records(dialogues),
-            "judgments_scored": scored,
-            "judgments_unscored": {j: dict(c) for j, c in data.unscored.items()},
-        },
+        "counts": _counts(data),
+        "agreement": _agreement(data, n_boot, seed),
+        "judge_diagnostics": _clean_all(_diagnostics(data)),
+        "threeway": _threeway(data, n_boot, seed),
+        "rounds": rounds,
+        "round_changes": changes,
+        "decisions": [],
+        "training": _training(data),
+        "figures": {},
+        "manifest": _run_info(data),
     }
+    return Summary.load(summary, where="summary (being written)").to_dict()
+
+
+def inputs_hash(rd: RunDir, settings: dict[str, Any]) -> dict[str, str]:
+    """Content hashes of the files a summary is computed from, plus its settings."""
+    out = {name: sha256_file(rd.path / name)[:16] for name in INPUT_FILES if (rd.path / name).exists()}
+    m = rd.read_manifest()
+    out["manifest.json"] = stable_hash({k: m.get(k) for k in MANIFEST_KEYS})
+    ck = (m.get("models") or {}).get("checkpoint")
+    if ck and (Path(ck) / "train_log.jsonl").exists():
+        out["train_log.jsonl"] = sha256_file(Path(ck) / "train_log.jsonl")[:16]
+    out["settings"] = stable_hash(settings)
+    return out
 
 
 def summarize(rundir: RunDir | str, *, reference: str | None = None, test: str = "wilcoxon",
               n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Compute the statistics of one run directory and write its summary.json atomically."""
+    """Compute the statistics of one run directory and write its summary.json atomically; an existing
+    summary computed from identical inputs and settings is kept as it is (nothing recomputed)."""
     rd = rundir if isinstance(rundir, RunDir) else RunDir(rundir)
+    settings = {"reference": reference, "test": test, "n_boot": n_boot, "seed": seed, "schema": SCHEMA}
+    old = load_summary(rd, missing_ok=True)
+    want = inputs_hash(rd, settings)
+    if old is not None and old.get("inputs") == want:
+        return old
     data = load_runs([rd])
     summary = summarize_data(data, reference=reference, test=test, n_boot=n_boot, seed=seed)
-    manifest = data.manifests.get(rd.run_id, {})
     summary["run_id"] = rd.run_id
-    summary["manifest"] = {k: manifest.get(k) for k in ("started", "ended", "status", "cost_usd", "settings") if k in manifest}
+    summary["inputs"] = want
     atomic_write_json(rd.summary_path, summary)
     return summary
+
+
+def load_summary(rd: RunDir, *, missing_ok: bool = False) -> dict[str, Any] | None:
+    """The run's summary.json, validated (a summary of another version is a one-line error)."""
+    import json
+
+    from ..errors import UserError
+
+    if not rd.summary_path.exists():
+        if missing_ok:
+            return None
+        raise UserError(f"{rd.summary_path}: no summary yet; run `mascot-eval run` (or `mascot-eval report`, which computes it)")
+    try:
+        data = json.loads(rd.summary_path.read_text(encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{rd.summary_path}: not valid JSON; delete it and rerun to recompute") from None
+    if isinstance(data, dict) and data.get("schema") != SCHEMA:
+        if missing_ok:
+            return None  # an older summary is simply recomputed
+        raise UserError(f"{rd.summary_path}: schema {data.get('schema')!r}, expected {SCHEMA!r}; rerun to recompute")
+    return Summary.load(data, where=str(rd.summary_path)).to_dict()

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..criteria import criteria_for
 from ..errors import UserError
+from ..records.judgment import latest_rows
 from .rundir import RunDir
 
 UNIT_COLUMNS = [
@@ -71,16 +72,6 @@ def _cluster(task: str, context_id: str) -> str:
     return f"{task}:{context_id}"
 
 
-ROW_KEY = ("dialogue_id", "judge", "level", "agent", "criterion")
-
-
-def latest_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One judgment row per (dialogue, judge, level, agent, criterion): the last one written wins
-    (a rerun after a judge's spec or template changed appends fresh rows)."""
-    out: dict[tuple, dict[str, Any]] = {}
-    for r in rows:
-        out[tuple(r.get(k) for k in ROW_KEY)] = r
-    return list(out.values())
 
 
 def judgment_units(rows: Iterable[dict[str, Any]], *, run_id: str = "") -> tuple[pd.DataFrame, dict[str, Counter]]:

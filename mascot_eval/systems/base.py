@@ -7,49 +7,27 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..backends.base import ChatResponse, GenerationParams
+from ..backends.base import BackendError, ChatResponse, GenerationParams
 from ..backends.client import ClientSettings, get_client
 from ..data.context import Context
 from ..errors import UserError
 from ..fileio import stable_hash
 from ..personas import PersonaCard
+from ..records.usage import CallRecord, Usage
 from ..taskspec import TaskSpec
-from ..transcript import Turn
+from ..transcript import AgentInfo, PlayedPersona, SystemInfo, Turn
 from ..yamlfile import validation_message
 from .config import Decoding, SystemConfig
 from .templates import Templates
 
 
-def new_usage() -> dict[str, Any]:
-    return {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+def new_usage() -> Usage:
+    return Usage()
 
 
-def add_usage(total: dict[str, Any], resp: ChatResponse | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(resp, ChatResponse):
-        total["calls"] += 1
-        total["cached"] += int(bool(resp.cached))
-        total["prompt_tokens"] += resp.usage.prompt_tokens
-        total["completion_tokens"] += resp.usage.completion_tokens
-        total["cost_usd"] = round(total["cost_usd"] + (resp.cost_usd or 0.0), 8)
-    else:
-        for k in ("calls", "cached", "prompt_tokens", "completion_tokens"):
-            total[k] += resp.get(k, 0)
-        total["cost_usd"] = round(total["cost_usd"] + resp.get("cost_usd", 0.0), 8)
-    return total
-
-
-@dataclass
-class Tally:
-    """Run-wide counters for the progress bar (calls, tokens, cost)."""
-
-    calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-
-    def add(self, resp: ChatResponse) -> None:
-        self.calls += 1
-        self.tokens += resp.usage.total_tokens
-        self.cost_usd += resp.cost_usd or 0.0
+def add_usage(total: Usage, resp: ChatResponse | Usage) -> Usage:
+    """Add one answered call (or another usage) into ``total``; returns ``total``."""
+    return total.add(resp if isinstance(resp, Usage) else Usage.of_response(resp))
 
 
 @dataclass
@@ -65,9 +43,10 @@ class DialogueState:
     turns: list[Turn] = field(default_factory=list)
     round: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> usage
+    usage: dict[str, Usage] = field(default_factory=dict)  # role kind -> usage
+    calls: list[CallRecord] = field(default_factory=list)  # every call of the dialogue, failures included
     settings: ClientSettings | None = None
-    tally: Tally | None = None
+    tally: Usage | None = None  # run-wide counters for the progress display
 
     def history(self, n: int) -> list[dict[str, Any]]:
         return [{"speaker": t.speaker, "text": t.text, "round": t.round} for t in self.turns[-n:]]
@@ -108,12 +87,21 @@ class DialogueState:
             sample_index=index,
             json_schema=json_schema,
         )
-        resp = await get_client(spec, self.settings).chat(messages, params, tag=tag)
-        add_usage(self.usage.setdefault(role.split(":")[0], new_usage()), resp)
+        try:
+            resp = await get_client(spec, self.settings).chat(messages, params, tag=tag)
+        except BackendError as exc:  # failed for good: the attempt is recorded, then the dialogue fails
+            used = Usage.of_failure(exc)
+            self.calls.append(CallRecord(role=role, tag=tag, spec=spec, round=self.round, usage=used, error=str(exc)[:300]))
+            if self.tally is not None:
+                self.tally.add(used)
+            raise
+        used = Usage.of_response(resp)
+        self.calls.append(CallRecord(role=role, tag=tag, spec=spec, round=self.round, usage=used))
+        self.usage.setdefault(role.split(":")[0], Usage()).add(used)
         if turn_usage is not None:
-            add_usage(turn_usage, resp)
+            turn_usage.add(used)
         if self.tally is not None:
-            self.tally.add(resp)
+            self.tally.add(used)
         return resp
 
 
@@ -183,6 +171,20 @@ class System:
                 "cards": [c.model_dump() for c in self.cards],
             }
         )
+
+    def system_info(self, config_hash: str | None = None) -> SystemInfo:
+        """What this system is, as the transcript records it: config, template hashes, each role's model."""
+        agent_template = self.template("agent") if "agent" in self.template_roles else None
+        t_hash = self.templates.hash(agent_template) if agent_template else None
+        return SystemInfo(
+            name=self.config.name, kind=self.kind, file=self.config.file, config_hash=config_hash or self.config_hash(),
+            templates={t: self.templates.hash(t) for t in self.used_templates()}, models=dict(self.models),
+            agents={c.name: AgentInfo(model=self.model_for(c), template=agent_template, template_hash=t_hash) for c in self.cards},
+        )
+
+    def played_personas(self) -> dict[str, PlayedPersona]:
+        """Each agent's card exactly as played, with its rendered prompt block."""
+        return {c.name: PlayedPersona(**c.model_dump(), prompt=c.prompt_block()) for c in self.cards}
 
     def prompt_vars(self, state: DialogueState, card: PersonaCard | None = None, **extra: Any) -> dict[str, Any]:
         v: dict[str, Any] = {

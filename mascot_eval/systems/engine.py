@@ -9,7 +9,8 @@ from ..backends.client import ClientSettings
 from ..data.context import Context
 from ..taskspec import TaskSpec
 from ..transcript import Transcript, make_dialogue_id, validate
-from .base import DialogueState, System, Tally
+from ..records.usage import Usage
+from .base import DialogueState, System
 from .user_sim import UserSimulator
 
 
@@ -19,7 +20,7 @@ def _now() -> str:
 
 def new_state(
     task: TaskSpec, context: Context, profile: str | None, system: System, *, seed: int,
-    settings: ClientSettings | None = None, tally: Tally | None = None,
+    settings: ClientSettings | None = None, tally: Usage | None = None,
 ) -> DialogueState:
     return DialogueState(
         task=task,
@@ -43,27 +44,31 @@ async def run_dialogue(
     seed: int = 0,
     config_hash: str | None = None,
     settings: ClientSettings | None = None,
-    tally: Tally | None = None,
+    tally: Usage | None = None,
 ) -> Transcript:
     state = new_state(task, context, profile, system, seed=seed, settings=settings, tally=tally)
     started, t0 = _now(), time.perf_counter()
     ended_by = "rounds"
-    for r in range(1, task.rounds + 1):
-        state.round = r
-        uturn = await user.turn(state)
-        state.turns.append(uturn)
-        if uturn.meta.get("ended"):
-            ended_by = "user"
-            break
-        await system.respond(state)
+    try:
+        for r in range(1, task.rounds + 1):
+            state.round = r
+            uturn = await user.turn(state)
+            state.turns.append(uturn)
+            if uturn.meta.get("ended"):
+                ended_by = "user"
+                break
+            await system.respond(state)
+    except BaseException as exc:  # the calls this attempt paid for are recorded with the failure
+        exc.dialogue_calls = list(state.calls)  # type: ignore[attr-defined]
+        raise
     stats = dict(state.stats)
-    stats["usage"] = state.usage
+    stats["usage"] = {role: u.to_dict() for role, u in state.usage.items()}
     t = Transcript(
         dialogue_id=state.dialogue_id,
         task=task.name,
         task_version=task.version,
         split=task.split,
-        domain=task.domain,
+        domain=context.domain or task.domain,
         context_id=context.id,
         system=system.config.name,
         system_config_hash=config_hash or system.config_hash(),
@@ -76,7 +81,10 @@ async def run_dialogue(
         timing={"started": started, "ended": _now(), "seconds": round(time.perf_counter() - t0, 3)},
         stats=stats,
         ended_by=ended_by,
-        personas={c.name: c.model_dump() for c in system.cards},
+        personas=system.played_personas(),
+        system_info=system.system_info(config_hash),
+        calls=state.calls,
+        usage=Usage.total(c.usage for c in state.calls),
     )
     validate(t, where=f"system '{system.config.name}'")
     return t

@@ -1,18 +1,19 @@
 """Generate transcripts for tasks x systems into a run directory; reruns resume.
 
-A dialogue is identified by ``<task>:<context>:<profile>:<system>``. Finished dialogues are
-appended to ``transcripts.jsonl`` one complete line at a time; a rerun skips every dialogue whose
-transcript is there (and refuses, with one line, when that transcript came from a different system
-config, model, user simulator or seed). Dialogues run concurrently (asyncio); model calls go
-through the shared client (cache, limits, usage), so the same seed and cached calls give the same
-transcript.
+A dialogue is identified by ``<task>:<context>:<profile>:<system>``. :func:`plan_generation`
+loads the contexts, builds every system, renders every template once and compares the plan with
+the transcripts already in the run directory, writing nothing: a bad input or a run directory made
+with other settings is refused before anything changes. :func:`agenerate` then holds the run's
+lock and runs what is missing; finished dialogues are appended to ``transcripts.jsonl`` one
+complete line at a time, failed attempts (with the calls they paid for) to ``failures.jsonl``.
+Dialogues run concurrently (asyncio); model calls go through the shared client (cache, limits,
+usage), so the same seed and cached calls give the same transcript.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,17 +23,19 @@ from typing import Any
 from ..backends.client import ClientSettings
 from ..data.context import Context
 from ..errors import UserError
-from ..fileio import read_jsonl, stable_hash
+from ..fileio import read_jsonl, repair_jsonl_tail, stable_hash
+from ..records.usage import Usage
 from ..runs.rundir import RunDir
 from ..taskspec import TaskSpec
 from ..transcript import make_dialogue_id
-from .base import System, Tally
+from .base import System
 from .checkpoint import Checkpoint, load_checkpoint
 from .engine import new_state, run_dialogue
 from .factory import build_system
 from .user_sim import USER_DECODING, UserSimulator
 
 Pair = tuple[Context, "str | None"]
+repair_tail = repair_jsonl_tail  # historical name
 
 
 @dataclass
@@ -42,9 +45,19 @@ class GenerateResult:
     failed: int
     seconds: float
     failures: list[dict[str, Any]] = field(default_factory=list)
-    calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def calls(self) -> int:
+        return self.usage.calls
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self.usage.cost_usd
 
 
 @dataclass
@@ -62,6 +75,19 @@ class _Job:
         return make_dialogue_id(self.task.name, self.context.id, self.profile, self.system.config.name)
 
 
+@dataclass
+class GenerationPlan:
+    """Everything a generate step will do, checked and resolved; building it writes nothing."""
+
+    jobs: list[_Job]
+    todo: list[_Job]
+    reused: int
+    systems: dict[str, Any]
+    tasks: dict[str, Any]
+    models: dict[str, Any]
+    seed: int
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -74,33 +100,28 @@ def load_pairs(task: TaskSpec, data_dir: str | Path | None, limit: int | None) -
     return list(assign_profiles(task, contexts))
 
 
-def repair_tail(path: Path) -> bool:
-    """Drop a last line cut short by a kill, so the next append starts on a fresh line."""
-    if not path.exists() or path.stat().st_size == 0:
-        return False
-    with open(path, "rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) == b"\n":
-            return False
-        data = path.read_bytes()
-        fh.truncate(data.rfind(b"\n") + 1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return True
-
-
 def _existing(rundir: RunDir) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for row in read_jsonl(rundir.transcripts_path):
-        if "dialogue_id" in row:
+        if isinstance(row, dict) and "dialogue_id" in row:
             out[row["dialogue_id"]] = row
     return out
 
 
-def _plan(
-    tasks: Sequence[TaskSpec], systems: Sequence[str], *, model: str, user_model: str, checkpoint: Checkpoint | None,
-    limit: int | None, data_dir: str | Path | None, pairs: dict[str, list[Pair]] | None, personas_root: str | Path | None,
-) -> tuple[list[_Job], dict[str, Any], dict[str, Any]]:
+def plan_generation(
+    rundir: RunDir, tasks: Sequence[TaskSpec], systems: Sequence[str], *, model: str = "embedded",
+    user_model: str | None = None, checkpoint: str | Checkpoint | None = None, limit: int | None = None,
+    data_dir: str | Path | None = None, seed: int = 0, pairs: dict[str, list[Pair]] | None = None,
+    personas_root: str | Path | None = None,
+) -> GenerationPlan:
+    """Load contexts, build and preflight every system, and compare with the run directory's
+    transcripts; raises UserError (nothing written) on any bad input or settings conflict."""
+    if not tasks:
+        raise UserError("no task given; pass --task NAME (see `mascot-eval tasks list`)")
+    if not systems:
+        raise UserError("no system given; pass --system NAME (see `mascot-eval systems list`)")
+    user_model = user_model or model
+    ckpt = load_checkpoint(checkpoint) if isinstance(checkpoint, str) else checkpoint
     jobs: list[_Job] = []
     sys_info: dict[str, Any] = {}
     task_info: dict[str, Any] = {}
@@ -117,7 +138,7 @@ def _plan(
         task_info[task.name] = {"version": task.version, "content_hash": task.content_hash, "split": task.split,
                                 "domain": task.domain, "rounds": task.rounds, "contexts": len(tp), "file": task.file}
         for name in dict.fromkeys(systems):
-            system = build_system(name, task, model=model, checkpoint=checkpoint, personas_root=personas_root)
+            system = build_system(name, task, model=model, checkpoint=ckpt, personas_root=personas_root)
             user = UserSimulator(task, user_model, agents=system.agents)
             # fail on a broken template before anything is written
             probe = new_state(task, tp[0][0], tp[0][1], system, seed=0)
@@ -134,8 +155,28 @@ def _plan(
             info["models"][task.name] = system.models
             info["templates"] = {t: system.templates.hash(t) for t in system.used_templates()}
             jobs.extend(_Job(task, c, p, system, user, chash, uhash) for c, p in tp)
-    unique = {j.dialogue_id: j for j in jobs}
-    return list(unique.values()), sys_info, task_info
+    jobs = list({j.dialogue_id: j for j in jobs}.values())
+    existing = _existing(rundir) if rundir.exists else {}
+    todo: list[_Job] = []
+    reused = 0
+    for job in jobs:
+        row = existing.get(job.dialogue_id)
+        if row is None:
+            todo.append(job)
+            continue
+        got = (row.get("system_config_hash"), (row.get("seeds") or {}).get("run"),
+               ((row.get("stats") or {}).get("user_sim") or {}).get("hash"))
+        want = (job.config_hash, seed, job.user_hash)
+        if got != want:
+            raise UserError(
+                f"{rundir.transcripts_path}: dialogue '{job.dialogue_id}' was generated with a different system config, "
+                f"model, user simulator or seed (config {got[0]} vs {want[0]}, seed {got[1]} vs {want[1]}); "
+                "use a new --out folder or remove that file"
+            )
+        reused += 1
+    models = {"default": model, "user": user_model, "checkpoint": str(ckpt.dir) if ckpt else None,
+              "checkpoint_hash": ckpt.hash if ckpt else None, "checkpoint_base_model": ckpt.base_model if ckpt else None}
+    return GenerationPlan(jobs, todo, reused, sys_info, task_info, models, seed)
 
 
 async def agenerate(
@@ -154,63 +195,61 @@ async def agenerate(
     concurrency: int | None = None,
     pairs: dict[str, list[Pair]] | None = None,
     personas_root: str | Path | None = None,
+    plan: GenerationPlan | None = None,
 ) -> GenerateResult:
     t0 = time.perf_counter()
-    if not tasks:
-        raise UserError("no task given; pass --task NAME (see `mascot-eval tasks list`)")
-    if not systems:
-        raise UserError("no system given; pass --system NAME (see `mascot-eval systems list`)")
-    user_model = user_model or model
-    ckpt = load_checkpoint(checkpoint) if checkpoint else None
-    jobs, sys_info, task_info = _plan(
-        tasks, systems, model=model, user_model=user_model, checkpoint=ckpt, limit=limit, data_dir=data_dir,
-        pairs=pairs, personas_root=personas_root,
-    )
-    repair_tail(rundir.transcripts_path)
-    existing = _existing(rundir)
-    todo: list[_Job] = []
-    reused = 0
-    for job in jobs:
-        row = existing.get(job.dialogue_id)
-        if row is None:
-            todo.append(job)
-            continue
-        got = (row.get("system_config_hash"), (row.get("seeds") or {}).get("run"),
-               ((row.get("stats") or {}).get("user_sim") or {}).get("hash"))
-        want = (job.config_hash, seed, job.user_hash)
-        if got != want:
-            raise UserError(
-                f"{rundir.transcripts_path}: dialogue '{job.dialogue_id}' was generated with a different system config, "
-                f"model, user simulator or seed (config {got[0]} vs {want[0]}, seed {got[1]} vs {want[1]}); "
-                "use a new --out folder or remove that file"
-            )
-        reused += 1
+    if plan is None:
+        plan = plan_generation(rundir, tasks, systems, model=model, user_model=user_model, checkpoint=checkpoint,
+                               limit=limit, data_dir=data_dir, seed=seed, pairs=pairs, personas_root=personas_root)
+    seed = plan.seed
+    with rundir.lock():
+        return await _execute(rundir, plan, settings=settings, progress=progress, concurrency=concurrency, t0=t0)
+
+
+async def _execute(rundir: RunDir, plan: GenerationPlan, *, settings: ClientSettings | None, progress: bool,
+                   concurrency: int | None, t0: float) -> GenerateResult:
+    from ..runs.ledger import record_ledger
+    from ..records.manifest import StepRecord
+
+    seed = plan.seed
     started = _now()
     rundir.update_manifest(
-        systems=sys_info, tasks=task_info, seeds={"generate": seed},
-        models={"default": model, "user": user_model, "checkpoint": str(ckpt.dir) if ckpt else None,
-                "checkpoint_hash": ckpt.hash if ckpt else None,
-                "checkpoint_base_model": ckpt.base_model if ckpt else None},
-        generate={"status": "running", "started": started, "dialogues": len(jobs), "reused": reused},
+        systems=plan.systems, tasks=plan.tasks, seeds={"generate": seed}, models=plan.models,
+        steps={"generate": StepRecord(status="running", started=started,
+                                      counts={"dialogues": len(plan.jobs), "reused": plan.reused}).model_dump()},
     )
-    result = GenerateResult(new=0, reused=reused, failed=0, seconds=0.0)
-    tally = Tally()
+    result = GenerateResult(new=0, reused=plan.reused, failed=0, seconds=0.0)
+    tally = result.usage
     sem = asyncio.Semaphore(concurrency or (settings.max_connections if settings else 8))
-    bar = _Progress(len(jobs), reused, tally) if progress else None
+    bar = _Progress(len(plan.jobs), plan.reused, tally) if progress else None
+
+    def _record_attempt(job: _Job, calls: list[Any], error: str) -> None:
+        rundir.append_failure({"step": "generate", "id": job.dialogue_id, "error": error, "at": _now(),
+                               "calls": [c.model_dump(mode="json") for c in calls]})
 
     async def one(job: _Job) -> None:
         async with sem:
             try:
                 t = await run_dialogue(job.system, job.user, job.task, job.context, job.profile, seed=seed,
                                        config_hash=job.config_hash, settings=settings, tally=tally)
-            except UserError:
-                raise
-            except Exception as exc:  # a model failure loses this dialogue only; counted and reported
+            except Exception as exc:  # a model failure loses this dialogue only; counted, recorded, reported
+                calls = getattr(exc, "dialogue_calls", [])
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                if isinstance(exc, UserError):  # the run stops (a limit, a bad input): what it paid is recorded
+                    if calls:
+                        _record_attempt(job, calls, f"stopped: {error}")
+                    raise
+                _record_attempt(job, calls, error)
                 result.failed += 1
-                result.failures.append({"dialogue_id": job.dialogue_id, "error": f"{type(exc).__name__}: {exc}"[:500]})
+                result.failures.append({"id": job.dialogue_id, "error": error})
                 if bar:
                     bar.advance()
                 return
+            except BaseException as exc:  # interrupted (Ctrl-C, SIGTERM): the calls it paid for are recorded
+                calls = getattr(exc, "dialogue_calls", [])
+                if calls:
+                    _record_attempt(job, calls, f"interrupted: {type(exc).__name__}")
+                raise
             t.stats["user_sim"] = {"model": job.user.model, "template": job.user.template, "hash": job.user_hash}
             rundir.append_transcript(t)
             result.new += 1
@@ -221,7 +260,7 @@ async def agenerate(
     try:
         if bar:
             bar.start()
-        running = [asyncio.create_task(one(j)) for j in todo]
+        running = [asyncio.create_task(one(j)) for j in plan.todo]
         try:
             await asyncio.gather(*running)
         except BaseException as exc:
@@ -236,13 +275,14 @@ async def agenerate(
         if bar:
             bar.stop()
         result.seconds = round(time.perf_counter() - t0, 3)
-        result.calls, result.tokens, result.cost_usd = tally.calls, tally.tokens, round(tally.cost_usd, 6)
-        rundir.update_manifest(generate={
-            "status": status if not result.failed or status != "done" else "done_with_failures",
-            "started": started, "ended": _now(), "dialogues": len(jobs), "new": result.new, "reused": reused,
-            "failed": result.failed, "failures": result.failures[:50], "seconds": result.seconds,
-            "calls": result.calls, "tokens": result.tokens, "cost_usd": result.cost_usd,
-        })
+        if status == "done" and result.failed:
+            status = "done_with_failures"
+        rundir.update_manifest(steps={"generate": StepRecord(
+            status=status, started=started, ended=_now(), seconds=result.seconds,
+            counts={"dialogues": len(plan.jobs), "new": result.new, "reused": plan.reused, "failed": result.failed},
+            failures=result.failures[:20],
+        ).model_dump()})
+        record_ledger(rundir)
     return result
 
 
@@ -261,14 +301,16 @@ def generate(
     **kwargs: Any,
 ) -> GenerateResult:
     """Synchronous entry point (see :func:`agenerate` for the extra keyword arguments)."""
-    return asyncio.run(agenerate(rundir, tasks, systems, model=model, checkpoint=checkpoint, limit=limit,
-                                 data_dir=data_dir, settings=settings, seed=seed, progress=progress, **kwargs))
+    from ..aio import run_sync
+
+    return run_sync(agenerate(rundir, tasks, systems, model=model, checkpoint=checkpoint, limit=limit,
+                              data_dir=data_dir, settings=settings, seed=seed, progress=progress, **kwargs))
 
 
 class _Progress:
     """Rich progress bar on stderr: dialogues done, model calls, tokens and cost."""
 
-    def __init__(self, total: int, done: int, tally: Tally) -> None:
+    def __init__(self, total: int, done: int, tally: Usage) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -16,7 +16,7 @@ from ..criteria import AGENT_CRITERIA
 from ..judges.specs import JudgeSpec
 from ..fileio import append_jsonl, read_jsonl
 from ..personas import PersonaCard
-from . import aio
+from ..aio import run_sync
 from .prompts import history_for_judge
 
 
@@ -78,7 +78,7 @@ def judge_candidates(
         await asyncio.gather(*(one(c) for c in todo))
 
     if todo:
-        aio.run(all_())
+        run_sync(all_())
     for r in read_jsonl(out):
         counts["scored" if r["status"] == "scored" else "unscored"] += 1
     return counts

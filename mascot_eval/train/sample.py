@@ -18,7 +18,7 @@ from ..data.context import Context
 from ..errors import UserError
 from ..fileio import append_jsonl, read_jsonl, stable_hash
 from ..personas import PersonaCard
-from . import aio
+from ..aio import run_sync
 from .config import TrainConfig
 from .prompts import clean_reply, opening_turns, speaker_messages
 
@@ -120,5 +120,5 @@ def sample_candidates(
         await asyncio.gather(*(one(*t) for t in todo))
 
     if todo:
-        aio.run(all_())
+        run_sync(all_())
     return counts

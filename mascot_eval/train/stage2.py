@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..fileio import append_jsonl, read_jsonl, stable_hash
 from ..personas import PersonaCard
 from ..transcript import Transcript, Turn
-from . import aio
+from ..aio import run_sync
 from .basemodel import load_tokenizer, resolve_base
 from .config import TrainConfig, personas_of
 from .diversity import block_redundancy
@@ -159,7 +159,7 @@ def director_reward_fn(
         async def all_():
             return await asyncio.gather(*(one(i) for i in range(len(raws))))
 
-        results = aio.run(all_())
+        results = run_sync(all_())
         raw_terms = [j for j, _ in results]
         unscored = sum(1 for j, d in zip(raw_terms, parsed) if j is None and d is not None)
         terms = impute_unscored(raw_terms, [p for p in prefix_json])
@@ -225,7 +225,7 @@ def run_stage2(
             await asyncio.gather(*(roll(tc) for tc in todo))
 
         if todo:
-            aio.run(all_())
+            run_sync(all_())
         rows = [r for r in read_jsonl(td.rollouts) if r["key"] in by_key]
         n_dir = sum(len(r["directives"]) for r in rows)
         n_bad = sum(len(r["invalid"]) for r in rows)
