@@ -9,7 +9,8 @@ from mascot_eval.personas import PersonaCard
 from mascot_eval.systems.director import fallback, match_speaker, parse_directive
 from mascot_eval.systems.multiagentesc import parse_vote, pick_strategies
 from mascot_eval.systems.speak import split_reasoning
-from mascot_eval.systems.text import clean_reply, json_objects, last_json_object, most_consistent
+from mascot_eval.jsontext import json_objects, last_json_object
+from mascot_eval.systems.text import clean_reply, most_consistent
 
 
 def card(id_: str, name: str, role: str) -> PersonaCard:
@@ -86,7 +87,7 @@ def test_match_speaker_variants():
 
 def test_json_objects_respect_braces_in_strings_and_skip_broken():
     text = 'x {"a": "has } brace"} y {broken: 1} z {"b": {"c": 2}}'
-    assert json_objects(text) == [{"a": "has } brace"}, {"b": {"c": 2}}]
+    assert [o for _, _, o in json_objects(text)] == [{"a": "has } brace"}, {"b": {"c": 2}}]
     assert last_json_object("no json here") is None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import UserError
 from ..records.usage import Usage
 
-Tally = Usage  # the one usage tally (kept under its old name for callers)
+
 
 MIN_CALLS_FOR_FAILURE_SHARE = 10  # below this many finished calls one failure is not yet a "share"
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..jsontext import json_objects
+
 _ECHO = re.compile(r"<<<DATA id=([0-9a-f]+)>>>.*?(?:<<<END DATA id=\1>>>|\Z)", re.S)
 
 
@@ -26,28 +28,6 @@ class Parsed:
     obj: dict[str, Any] | None = None
     span: tuple[int, int] | None = None  # where the chosen object sits in the reply
     key_positions: dict[str, int] = field(default_factory=dict)  # char offset of each score value
-
-
-def json_objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
-    """Every top-level JSON object in ``text`` as (start, end, object), in order."""
-    out: list[tuple[int, int, dict[str, Any]]] = []
-    dec = json.JSONDecoder()
-    i = 0
-    while True:
-        i = text.find("{", i)
-        if i < 0:
-            break
-        try:
-            obj, end = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i += 1
-            continue
-        if isinstance(obj, dict):
-            out.append((i, end, obj))
-            i = end
-        else:
-            i += 1
-    return out
 
 
 def _score_value(v: Any) -> float | None:

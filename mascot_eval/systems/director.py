@@ -25,7 +25,7 @@ from ..personas import PersonaCard
 from .base import DialogueState, new_usage
 from .config import Decoding
 from .templates import Templates
-from .text import last_json_object
+from ..jsontext import last_json_object
 
 STOP = {"none", "end", "stop", "done", "nobody", "no one", "user", "null", "finish"}
 _KEYS = {

@@ -1,57 +1,11 @@
-"""Text helpers for model outputs: tolerant JSON extraction, reply cleaning, candidate similarity."""
+"""Text helpers for model outputs: reply cleaning and candidate similarity (JSON: :mod:`mascot_eval.jsontext`)."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 _WORD = re.compile(r"[a-z0-9']+")
-
-
-def json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object in ``text`` that parses, in order (braces inside strings respected)."""
-    out: list[dict[str, Any]] = []
-    i, n = 0, len(text)
-    while i < n:
-        start = text.find("{", i)
-        if start < 0:
-            break
-        depth, in_str, esc, end = 0, False, False, -1
-        for j in range(start, n):
-            c = text[j]
-            if in_str:
-                if esc:
-                    esc = False
-                elif c == "\\":
-                    esc = True
-                elif c == '"':
-                    in_str = False
-            elif c == '"':
-                in_str = True
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    end = j
-                    break
-        if end < 0:
-            break
-        try:
-            obj = json.loads(text[start : end + 1])
-        except json.JSONDecodeError:
-            i = start + 1
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-        i = end + 1
-    return out
-
-
-def last_json_object(text: str) -> dict[str, Any] | None:
-    objs = json_objects(text)
-    return objs[-1] if objs else None
 
 
 def clean_reply(text: str, speaker: str, others: list[str]) -> str:
