@@ -371,3 +371,24 @@ def test_cost_limit_counts_every_step_and_holds_across_a_resume(tmp_path, tmp_ca
         assert code == 3 and len(srv.requests) == n
     finally:
         srv.close()
+
+
+def test_a_fully_cached_resume_calls_nothing_and_recomputes_nothing(tmp_path, tmp_cache, fake_model, capsys):
+    from tests import fakes
+
+    gen = fake_model("int-resume", fakes.default_responder)
+    judge = fake_model("int-resume-judge", lambda req: _judge_text(req.messages))
+    out = tmp_path / "run"
+    args = ["run", "--system", "mascot", "--limit", "2", "--model", gen, "--judges", judge, "--metrics",
+            "distinct_1,inter_agent_selfbleu", "--n-boot", "100", "--no-progress", "--out", str(out)]
+    assert run_cli(args, capsys)[0] == 0
+    report = (out / "report.html").read_bytes()
+    fakes.CALLS.clear()
+    assert run_cli(args, capsys)[0] == 0
+    assert not fakes.CALLS  # no model call, not even a cached one
+    m = RunDir(out).read_manifest()
+    steps = m["invocations"][-1]["steps"]
+    assert steps["generate"]["counts"]["new"] == 0 and steps["judge"]["counts"]["new_units"] == 0
+    assert {k: steps[k]["status"] for k in ("metrics", "summary", "report")} == {
+        "metrics": "skipped", "summary": "skipped", "report": "skipped"}
+    assert (out / "report.html").read_bytes() == report

@@ -274,12 +274,18 @@ def _summary(rundir, **kw) -> dict[str, Any]:
 
 
 def _report(rundir) -> dict[str, Any]:
-    from ..reports.html import render_report
+    from ..records.manifest import StepRecord
+    from ..reports.html import report_inputs, render_report
 
     click.echo("[5/5] report", err=True)
     t0 = time.perf_counter()
+    before = report_inputs(rundir.report_path)
     path = render_report([rundir], rundir.report_path)
-    return {"path": str(path), "seconds": round(time.perf_counter() - t0, 3)}
+    status = "skipped" if before is not None and before == report_inputs(path) else "done"
+    seconds = round(time.perf_counter() - t0, 3)
+    rundir.update_manifest(steps={"report": StepRecord(status=status, seconds=seconds,
+                                                       inputs_hash=report_inputs(path)).model_dump()})
+    return {"path": str(path), "seconds": seconds}
 
 
 # measures printed in the compact table (the report and summary.json hold everything)

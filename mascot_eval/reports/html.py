@@ -364,7 +364,8 @@ def _inputs_hash(rundirs: Sequence[RunDir], summary: dict[str, Any], settings: d
     return stable_hash(parts)
 
 
-def _existing_hash(out: Path) -> str | None:
+def report_inputs(out: Path) -> str | None:
+    """The inputs hash a rendered report carries (None when there is no report)."""
     if not out.exists():
         return None
     import re
@@ -406,7 +407,7 @@ def render_report(run_dirs: Sequence[str | Path | RunDir], out: str | Path, *, s
     title = title or f"mascot-eval report: {', '.join(summary.get('runs', []))}"
     out = Path(out)
     h = _inputs_hash(rundirs, summary, {"title": title, "max_transcripts": max_transcripts})
-    if _existing_hash(out) == h:
+    if report_inputs(out) == h:
         return out
     transcripts = [(rd.run_id, t) for rd in rundirs for t in rd.transcripts()]
     from ..records.judgment import latest_rows

@@ -248,17 +248,28 @@ def summarize(rundir: RunDir | str, *, reference: str | None = None, test: str =
               n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Compute the statistics of one run directory and write its summary.json atomically; an existing
     summary computed from identical inputs and settings is kept as it is (nothing recomputed)."""
+    import time
+
+    from ..records.manifest import StepRecord
+
     rd = rundir if isinstance(rundir, RunDir) else RunDir(rundir)
+    t0 = time.perf_counter()
     settings = {"reference": reference, "test": test, "n_boot": n_boot, "seed": seed, "schema": SCHEMA}
     old = load_summary(rd, missing_ok=True)
     want = inputs_hash(rd, settings)
-    if old is not None and old.get("inputs") == want:
-        return old
-    data = load_runs([rd])
-    summary = summarize_data(data, reference=reference, test=test, n_boot=n_boot, seed=seed)
-    summary["run_id"] = rd.run_id
-    summary["inputs"] = want
-    atomic_write_json(rd.summary_path, summary)
+    with rd.lock():
+        if old is not None and old.get("inputs") == want:
+            summary, status = old, "skipped"
+        else:
+            data = load_runs([rd])
+            summary = summarize_data(data, reference=reference, test=test, n_boot=n_boot, seed=seed)
+            summary["run_id"] = rd.run_id
+            summary["inputs"] = want
+            atomic_write_json(rd.summary_path, summary)
+            status = "done"
+        rd.update_manifest(steps={"summary": StepRecord(
+            status=status, seconds=round(time.perf_counter() - t0, 3), inputs_hash=stable_hash(want),
+            counts={"estimates": len(summary["estimates"]), "comparisons": len(summary["comparisons"])}).model_dump()})
     return summary
 
 
