@@ -13,8 +13,6 @@ operations per pair, which makes corpus-scale pairwise ROUGE-L cheap.
 
 from __future__ import annotations
 
-from rouge_score import scoring, tokenizers
-
 
 def lcs_length(a: list[str], b: list[str]) -> int:
     """Length of the longest common subsequence of two token lists (bit-parallel)."""
@@ -42,7 +40,12 @@ class RougeL:
     """``rouge(a, b)`` -> ROUGE-L F-measure; tokens and bit masks of each text are cached."""
 
     def __init__(self) -> None:
+        # imported here: rouge-score imports nltk (and with it scipy.stats), seconds a resumed run
+        # that computes no metric should not pay
+        from rouge_score import scoring, tokenizers
+
         self._tok = tokenizers.DefaultTokenizer(use_stemmer=False)
+        self._fmeasure = scoring.fmeasure
         self._cache: dict[str, tuple[list[str], dict[str, int]]] = {}
 
     def _get(self, text: str) -> tuple[list[str], dict[str, int]]:
@@ -64,4 +67,4 @@ class RougeL:
         lcs = _lcs_masks(t_masks, len(t_toks), p_toks)
         precision = lcs / len(p_toks)
         recall = lcs / len(t_toks)
-        return float(scoring.fmeasure(precision, recall))
+        return float(self._fmeasure(precision, recall))

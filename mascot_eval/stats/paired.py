@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm, rankdata
 
 EXACT_WILCOXON_MAX_N = 25
 EXACT_PERMUTATION_MAX_N = 16
@@ -63,6 +62,8 @@ def wilcoxon_signed_rank(diffs: Sequence[float]) -> WilcoxonResult:
     n = int(d.size)
     if n == 0:
         return WilcoxonResult(float("nan"), 0.0, 0.0, 1.0, 0, "none", 0.0)
+    from scipy.stats import norm, rankdata  # imported on first use: scipy.stats costs seconds to import
+
     ranks = rankdata(np.abs(d))
     w_plus = float(ranks[d > 0].sum())
     w_minus = float(ranks[d < 0].sum())
