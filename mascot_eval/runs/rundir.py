@@ -17,15 +17,34 @@ so a rerun with the same settings resumes from what was finished.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .. import paths
 from ..errors import UserError
-from ..fileio import append_jsonl, atomic_write_json, read_jsonl
+from ..fileio import append_jsonl, atomic_write_json, read_json_object, read_jsonl
 from ..transcript import Transcript
+
+
+# manifest sections and the JSON type each must have (a manifest of the wrong shape is refused on read,
+# before any command writes anything)
+MANIFEST_SECTIONS: dict[str, type | tuple[type, ...]] = {
+    "provenance": dict, "task_files": dict, "tasks": dict, "systems": dict, "models": dict, "judges": dict,
+    "metrics": dict, "seeds": dict, "settings": dict, "generate": dict, "comparisons": dict, "usage": dict,
+    "invocations": list, "run_id": str, "schema": str, "status": str,
+}
+
+
+def check_manifest_shape(m: dict[str, Any], path: Path) -> None:
+    for key, kind in MANIFEST_SECTIONS.items():
+        if m.get(key) is not None and not isinstance(m[key], kind):
+            name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise UserError(f"{path}: field '{key}' is a {type(m[key]).__name__}, expected a {name}; restore the "
+                            "manifest or start a new run directory")
+    if isinstance(m.get("invocations"), list) and not all(isinstance(i, dict) for i in m["invocations"]):
+        raise UserError(f"{path}: field 'invocations' must be a list of objects; restore the manifest or start a new "
+                        "run directory")
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -81,10 +100,9 @@ class RunDir:
     def read_manifest(self) -> dict[str, Any]:
         if not self.manifest_path.exists():
             return {}
-        try:
-            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            raise UserError(f"{self.manifest_path}: not valid JSON; restore it or start a new run directory") from None
+        m = read_json_object(self.manifest_path, what="a run manifest (restore it or start a new run directory)")
+        check_manifest_shape(m, self.manifest_path)
+        return m
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge top-level fields into manifest.json (dicts merge one level deep) and write atomically."""
@@ -104,8 +122,13 @@ class RunDir:
     def transcripts(self) -> list[Transcript]:
         """All transcripts; for a dialogue id written twice, the last one wins."""
         out: dict[str, Transcript] = {}
-        for i, row in enumerate(read_jsonl(self.transcripts_path)):
-            t = Transcript.from_dict(row, where=f"{self.transcripts_path}:{i + 1}")
+        for i, row in enumerate(read_jsonl(self.transcripts_path, what="a transcripts file")):
+            where = f"{self.transcripts_path}:{i + 1}"
+            try:
+                t = Transcript.from_dict(row, where=where)
+            except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type
+                raise UserError(f"{where}: not a valid transcript ({type(exc).__name__}); restore the file or "
+                                "regenerate") from None
             out[t.dialogue_id] = t
         return list(out.values())
 
