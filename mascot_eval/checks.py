@@ -191,13 +191,14 @@ def check_task_contents(task: TaskSpec, data_dir: Path | None, limit: int | None
     """The task's persona group, data (inside the data dir or beside the task), filters and sample."""
     from .data.loaders import load_contexts
     from .data.select import assign_profiles
-    from .personas import get_group
+    from .personas import get_group, load_personas
 
     where = task.file or task.name
+    load_personas(personas_root)  # a broken card or groups file names itself
     try:
         get_group(task.personas, personas_root)
     except UserError as exc:
-        raise UserError(exc.message if exc.message.startswith(str(where)) else f"{where}: field 'personas': {exc.message}") from None
+        raise UserError(f"{where}: field 'personas': {exc.message}") from None
     contexts = load_contexts(task, data_dir, limit=limit)
     pairs = list(assign_profiles(task, contexts))
     if not pairs:
