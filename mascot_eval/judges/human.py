@@ -142,7 +142,7 @@ def _form_html(root: Path, title: str, dialogues, rubrics, salt: str) -> str:
     from markupsafe import Markup
 
     from .. import templating
-    from .templates import environment, template_path
+    from .templates import template_dir, template_path
 
     template_path(root, FORM_TEMPLATE)  # one line when it is missing or leaves judges/templates/
 
@@ -153,8 +153,10 @@ def _form_html(root: Path, title: str, dialogues, rubrics, salt: str) -> str:
         {"item_id": it["item_id"], "dialogue": d["id"], "level": it["level"], "agent": it["agent"], "criteria": it["keys"]}
         for d in dialogues for it in d["items"]
     ]
+    env = templating.environment([template_dir(root)], what="judge template", autoescape=True, trim_blocks=False,
+                                 lstrip_blocks=False)  # HTML: whitespace kept as written
     return templating.render(
-        environment(root, autoescape=True), FORM_TEMPLATE,
+        env, FORM_TEMPLATE,
         {"title": title, "dialogues": dialogues, "rubrics": [r.for_template() for r in rubrics.values()],
          "items_json": js(items), "columns_json": js(COLUMNS), "store_key_json": js(salt)},
         limit=None,
