@@ -169,10 +169,7 @@ def resolve_judge(alias: str, root: str | Path | None = None) -> JudgeSpec:
     specs = load_judge_specs(root)
     if alias in specs:
         return specs[alias]
-    if "/" in alias:
-        from ..backends.client import make_backend
-
-        make_backend(alias)  # an unknown backend or a malformed spec fails here, with the spec named
+    if "/" in alias:  # the model spec itself is checked by parse_judges (check_model)
         try:
             spec = JudgeSpec(name=alias, model=alias, description="ad-hoc judge from a model spec")
         except ValidationError:
