@@ -97,8 +97,8 @@ def sample_transcript(agents: Sequence[str] = ("Anchor", "Catalyst", "Beacon"), 
     """A small made-up dialogue for rendering judge templates once before anything runs."""
     from .transcript import Transcript, Turn, make_dialogue_id
 
-    turns = [Turn(1, "user", "I failed my driving test again and I feel stupid.")]
-    turns += [Turn(1, a, f"{a}: that sounds discouraging; what happened on the day?") for a in agents]
+    turns = [Turn(round=1, speaker="user", text="I failed my driving test again and I feel stupid.")]
+    turns += [Turn(round=1, speaker=a, text=f"{a}: that sounds discouraging; what happened on the day?") for a in agents]
     return Transcript(
         dialogue_id=make_dialogue_id("sample", context_id, None, system), task="sample", task_version="1",
         split="in_domain", domain="emotional", context_id=context_id, system=system, system_config_hash="-",

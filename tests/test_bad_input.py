@@ -1257,9 +1257,9 @@ def _(e):
     return ["compare", str(e.case / "empty"), "--judges", "fake/j"]
 
 
-@case("rundir", "report-manifest-only", "transcripts.jsonl", "no transcripts")
+@case("rundir", "report-no-transcripts", "transcripts.jsonl", "no transcripts")
 def _(e):
-    e.write("m/manifest.json", '{"schema": "mascot-run/1"}')
+    e.write("m/transcripts.jsonl", "")
     return ["report", str(e.case / "m")]
 
 
@@ -1275,13 +1275,13 @@ def _(e):
     return ["metrics", str(e.run)]
 
 
-@case("rundir", "manifest-systems-a-list", "manifest.json", "field 'systems'")
+@case("rundir", "manifest-systems-a-list", "manifest.json")
 def _(e):
     _break(e, "manifest.json", '{"systems": [1]}')
     return ["judge", str(e.run), "--judges", "fake/j"]
 
 
-@case("rundir", "manifest-invocations-an-object", "manifest.json", "field 'invocations'")
+@case("rundir", "manifest-invocations-an-object", "manifest.json")
 def _(e):
     _break(e, "manifest.json", '{"invocations": {"a": 1}}')
     return ["report", str(e.run)]
