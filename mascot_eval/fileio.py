@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -86,25 +88,175 @@ def repair_jsonl_tail(path: str | os.PathLike[str]) -> bool:
     return True
 
 
-def read_jsonl(path: str | os.PathLike[str], *, tolerate_truncated_tail: bool = True) -> Iterator[dict[str, Any]]:
-    """Yield JSON objects; a final line cut short by a crash is skipped, any other bad line raises."""
+# ------------------------------------------------------------------------------------------ readers
+# Every file a user hands the harness (configs, templates, contexts, sheets) and every run-directory
+# artifact is read through these: one UserError line naming the file for a missing file, a folder, a
+# file over its size limit (checked before reading), text that is not UTF-8 (a BOM is fine) or JSON of
+# the wrong shape. Nothing is quoted from the file's content.
+
+MiB = 1024 * 1024
+MAX_CONFIG_BYTES = 256 * 1024  # a YAML config: task, persona card or group, system, judge, rubric, examples
+MAX_CONTEXTS_BYTES = 64 * MiB  # a user-written contexts file in JSON Lines (loader jsonl)
+MAX_CONTEXTS_YAML_BYTES = 4 * MiB  # a contexts file in YAML (loader demo): YAML parses far slower than JSON
+MAX_SHEET_BYTES = 32 * MiB  # a filled human-rating sheet or its key.json
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr (for tolerated problems: the caller says what was dropped)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+_WARNED: set[tuple[str, int, int]] = set()
+
+
+def _warn_once(path: Path, message: str) -> None:
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (str(path), -1, -1)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warn(message)
+
+
+def read_bytes(path: str | os.PathLike[str], *, what: str = "a file", limit: int | None = None) -> bytes:
+    """The file's bytes; UserError when it is missing, a folder or larger than ``limit`` (before reading)."""
+    from .errors import UserError
+
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found; expected {what}") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror or exc}); expected {what}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: is a folder; expected {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{path}: not a regular file; expected {what}")
+    if limit is not None and st.st_size > limit:
+        raise UserError(f"{path}: {st.st_size:,} bytes is over the {limit:,}-byte limit for {what}; "
+                        "split it or shorten it")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror or exc}); expected {what}") from None
+
+
+def decode_text(data: bytes, path: str | os.PathLike[str], *, what: str = "a file") -> str:
+    """UTF-8 (with or without a byte-order mark) -> str; anything else is one UserError line."""
+    from .errors import UserError
+
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
+
+
+def read_text(path: str | os.PathLike[str], *, what: str = "a file", limit: int | None = None,
+              allow_empty: bool = True) -> str:
+    """A user-facing text file as str (UTF-8, a BOM is dropped); see :func:`read_bytes`."""
+    from .errors import UserError
+
+    text = decode_text(read_bytes(path, what=what, limit=limit), path, what=what)
+    if not allow_empty and not text.strip():
+        raise UserError(f"{path}: empty file; expected {what}")
+    return text
+
+
+def read_json_object(path: str | os.PathLike[str], *, what: str = "a JSON object", limit: int | None = None) -> dict[str, Any]:
+    """A JSON file whose top level must be an object."""
+    from .errors import UserError
+
+    text = read_text(path, what=what, limit=limit, allow_empty=False)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); expected {what}") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{path}: top level is a JSON {_json_type(obj)}, expected an object ({what})")
+    return obj
+
+
+def _json_type(obj: Any) -> str:
+    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}.get(
+        type(obj), type(obj).__name__)
+
+
+def read_jsonl(path: str | os.PathLike[str], *, tolerate_truncated_tail: bool = True,
+               what: str = "a JSON Lines file") -> Iterator[dict[str, Any]]:
+    """Yield the JSON objects of a run-directory JSONL file (absent file: nothing).
+
+    A final line cut short by a crash (no newline, not valid JSON) is dropped with one warning line;
+    any other bad line (not JSON, not an object, not UTF-8) is a UserError naming file and line.
+    """
+    from .errors import UserError
+
     path = Path(path)
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.readlines()
+    text = decode_text(read_bytes(path, what=what), path, what=what)
+    lines = text.split("\n")
+    complete = lines[-1] == ""
+    if complete:
+        lines.pop()
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
+            obj = json.loads(line)
         except json.JSONDecodeError:
-            is_tail = i == len(lines) - 1 and not line.endswith("\n")
-            if tolerate_truncated_tail and is_tail:
+            if tolerate_truncated_tail and i == len(lines) - 1 and not complete:
+                _warn_once(path, f"{path}:{i + 1}: last line is cut off (an interrupted write); 1 line ignored")
                 return
-            from .errors import UserError
+            raise UserError(f"{path}:{i + 1}: not valid JSON; fix or delete that line ({what})") from None
+        if not isinstance(obj, dict):
+            raise UserError(f"{path}:{i + 1}: a JSON {_json_type(obj)}, expected one object per line ({what})")
+        yield obj
 
-            raise UserError(f"{path}:{i + 1}: not valid JSON; fix or delete that line") from None
+
+def confined_path(roots: Path | list[Path], name: Any, *, field: str, where: str, what: str = "file",
+                  follow_links: bool = True) -> Path:
+    """``root / name`` for the first root holding it (the last root when none does), refusing names
+    that leave the root: absolute paths, ``..`` going above it, ``~``, and (``follow_links``) a
+    symlink whose target lies outside it. Nothing is read. The error names ``where``, ``field`` and
+    the allowed root(s)."""
+    from .errors import UserError
+
+    roots = [roots] if isinstance(roots, Path) else list(roots)
+    allowed = " or ".join(str(r) for r in roots)
+    if not isinstance(name, str) or not name.strip():
+        raise UserError(f"{where}: field '{field}': give a relative path inside {allowed}")
+    if "\x00" in name:
+        raise UserError(f"{where}: field '{field}': the path contains a NUL byte; give a relative path inside {allowed}")
+    rel = Path(name)
+    if rel.is_absolute() or name.startswith("~"):
+        raise UserError(f"{where}: field '{field}': absolute path {name!r} is not allowed; give a path relative to "
+                        f"{allowed}")
+    if _escapes(rel):
+        raise UserError(f"{where}: field '{field}': {name!r} leaves {allowed}; give a path inside it")
+    candidates = [r / rel for r in roots]
+    chosen = next((c for c in candidates if c.exists()), candidates[-1])
+    root = roots[candidates.index(chosen)]
+    if follow_links and chosen.exists():
+        if not chosen.resolve().is_relative_to(root.resolve()):
+            raise UserError(f"{where}: field '{field}': {name!r} is a link that leads outside {root}; "
+                            f"give a {what} inside it")
+    return chosen
+
+
+def _escapes(rel: Path) -> bool:
+    depth = 0
+    for part in rel.parts:
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in (".", ""):
+            depth += 1
+    return False
 
 
 def sha256_bytes(data: bytes) -> str:

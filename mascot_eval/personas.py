@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import paths
 from .errors import UserError, did_you_mean
-from .yamlfile import load_model, load_yaml
+from .yamlfile import read_yaml, validate
 
 
 class PersonaCard(BaseModel):
@@ -46,39 +46,66 @@ def _groups_file(root: Path) -> Path:
     return root / "groups.yaml"
 
 
+RESERVED_NAMES = frozenset({"user"})  # speaker names the transcript format gives another meaning
+
+
 @lru_cache(maxsize=8)
 def _load_all(root_str: str) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
     root = Path(root_str)
     cards: dict[str, PersonaCard] = {}
+    names: dict[str, Path] = {}
     for path in sorted(root.glob("*.yaml")):
         if path.name == "groups.yaml":
             continue
-        card = load_model(path, PersonaCard)
+        doc = read_yaml(path, what="a persona card")
+        card = validate(PersonaCard, doc.data, path, doc=doc)
         if card.id != path.stem:
             raise UserError(f"{path}: field 'id' is {card.id!r} but the file is named {path.stem!r}; make them equal")
+        check_card_name(card, path, doc.line_of(("name",)))
+        key = card.name.strip().casefold()
+        if key in names:
+            raise UserError(f"{path}: field 'name': {card.name!r} is also the name of {names[key]}; every persona needs "
+                            "its own speaker name")
+        names[key] = path
         cards[card.id] = card
     groups: dict[str, PersonaGroup] = {}
     gpath = _groups_file(root)
-    raw = load_yaml(gpath) if gpath.exists() else {}
+    gdoc = read_yaml(gpath, what="the persona groups file") if gpath.exists() else None
+    raw = gdoc.data if gdoc is not None else {}
+    if raw is None:
+        raw = {}
     if not isinstance(raw, dict):
         raise UserError(f"{gpath}: expected a mapping of group name -> group")
     for name, body in raw.items():
+        line = gdoc.line_of((name,)) if gdoc is not None else None
+        at = f"{gpath}:{line}" if line else str(gpath)
         if not isinstance(body, dict):
-            raise UserError(f"{gpath}: group '{name}' must be a mapping with 'members'")
-        from pydantic import ValidationError
-
-        try:
-            groups[name] = PersonaGroup.model_validate({"name": name, **body})
-        except ValidationError as exc:
-            from .yamlfile import validation_message
-
-            raise UserError(validation_message(f"{gpath} (group '{name}')", exc)) from None
-        for m in groups[name].members:
+            raise UserError(f"{at}: group '{name}' must be a mapping with 'members'")
+        if not isinstance(name, str):
+            raise UserError(f"{at}: group name {name!r} must be a string")
+        groups[name] = validate(PersonaGroup, {"name": name, **body}, gpath, doc=gdoc, prefix=(name,))
+        seen: set[str] = set()
+        for i, m in enumerate(groups[name].members):
+            mline = gdoc.line_of((name, "members", i)) if gdoc is not None else None
+            mat = f"{gpath}:{mline}" if mline else str(gpath)
+            if m in seen:
+                raise UserError(f"{mat}: group '{name}' lists persona '{m}' twice; each persona speaks once per group")
+            seen.add(m)
             if m not in cards:
                 raise UserError(
-                    f"{gpath}: group '{name}' names persona '{m}'{did_you_mean(m, cards)} but there is no {root / (m + '.yaml')}"
+                    f"{mat}: group '{name}' names persona '{m}'{did_you_mean(m, cards)} but there is no {root / (m + '.yaml')}"
                 )
     return cards, groups
+
+
+def check_card_name(card: PersonaCard, where: str | Path, line: int | None = None) -> None:
+    """A persona's speaker name must not be a reserved transcript speaker ('user') or blank."""
+    at = f"{where}:{line}" if line else str(where)
+    if not card.name.strip():
+        raise UserError(f"{at}: field 'name': empty; give the persona a speaker name")
+    if card.name.strip().casefold() in RESERVED_NAMES:
+        raise UserError(f"{at}: field 'name': {card.name!r} is reserved for the person seeking support; "
+                        "pick another speaker name")
 
 
 def load_personas(root: str | Path | None = None) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from . import paths
 from .errors import UserError, did_you_mean
 from .fileio import sha256_file
+from .templating import check_name
 from .yamlfile import load_model
 
 MBTI_TYPES: tuple[str, ...] = (
@@ -28,6 +29,14 @@ class SourceSpec(BaseModel):
     filters: dict[str, Any] = Field(default_factory=dict)  # e.g. {valence: positive}, {domain: Academic}
     options: dict[str, Any] = Field(default_factory=dict)  # loader-specific, e.g. {valence_table: data/ed_valence.csv}
 
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, v: str | None) -> str | None:
+        if v is not None:
+            relative_path(v, "dataset paths are relative to the data directory (--data-dir / MASCOT_DATA_DIR), "
+                             "jsonl/demo paths to the task file's folder")
+        return v
+
 
 class SampleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -42,6 +51,15 @@ class UserSpec(BaseModel):
     profiles: list[str] = Field(default_factory=lambda: ["none"])  # MBTI types, "mbti16", or "none"
     assignment: Literal["cycle", "all"] = "cycle"  # cycle: one profile per context; all: every profile per context
     template: str = "user_simulator.j2"  # in baselines/templates/
+
+    @field_validator("template")
+    @classmethod
+    def _template_name(cls, v: str) -> str:
+        try:
+            check_name(v, what="template")
+        except UserError as exc:
+            raise ValueError(f"{exc.message} (templates live in baselines/templates/)") from None
+        return v
 
     @field_validator("profiles")
     @classmethod
@@ -85,6 +103,21 @@ class TaskSpec(BaseModel):
     content_hash: str | None = Field(default=None, exclude=True)
 
 
+def relative_path(value: str, hint: str) -> str:
+    """A path a task names must be relative and stay below its base folder (checked again when used)."""
+    p = PurePosixPath(value.replace("\\", "/"))
+    if not value.strip() or "\x00" in value:
+        raise ValueError(f"give a relative path; {hint}")
+    if p.is_absolute() or value.startswith("~") or (len(value) > 1 and value[1] == ":"):
+        raise ValueError(f"absolute path {value!r} is not allowed; {hint}")
+    depth = 0
+    for part in p.parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            raise ValueError(f"{value!r} leaves its folder ('..'); {hint}")
+    return value
+
+
 def task_files(root: str | Path | None = None) -> dict[str, Path]:
     root = Path(root) if root else paths.tasks_dir()
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}
@@ -111,16 +144,28 @@ def load_task(name_or_path: str) -> TaskSpec:
 
 
 def resolve_tasks(names: list[str]) -> list[TaskSpec]:
-    """Task names, paths or suites (in-domain, ood, all) -> task specs, in order, without repeats."""
+    """Task names, paths or suites (in-domain, ood, all) -> task specs, in order, without repeats.
+
+    Two different files with the same task name are an error (one would silently replace the other)."""
+    names = [n.strip() for n in names if n and n.strip()]
+    if not names:
+        raise UserError("--task: give at least one task name, task file or suite (see `mascot-eval tasks list`)")
     out: dict[str, TaskSpec] = {}
+
+    def add(spec: TaskSpec) -> None:
+        have = out.get(spec.name)
+        if have is None:
+            out[spec.name] = spec
+        elif have.file and spec.file and Path(have.file).resolve() != Path(spec.file).resolve():
+            raise UserError(f"--task: {have.file} and {spec.file} are both task '{spec.name}'; rename one of them")
+
     for n in names:
         if n in SUITES:
             split = SUITES[n]
             for stem, path in task_files().items():
                 spec = load_task_file(path)
                 if stem != "demo" and (split is None or spec.split == split):
-                    out.setdefault(spec.name, spec)
+                    add(spec)
         else:
-            spec = load_task(n)
-            out.setdefault(spec.name, spec)
+            add(load_task(n))
     return list(out.values())

@@ -37,7 +37,7 @@ def test_unknown_judge_is_a_user_error():
 
 def test_bad_spec_file_names_file_and_field(tmp_path):
     (tmp_path / "mine.yaml").write_text("name: mine\nmodel: embedded\ndecoding: {temprature: 0}\n")
-    with pytest.raises(UserError, match=r"mine.yaml: field 'decoding.temprature': unknown field"):
+    with pytest.raises(UserError, match=r"mine.yaml:3: field 'decoding.temprature': unknown field"):
         load_judge_specs(tmp_path)
 
 

@@ -150,10 +150,11 @@ def test_valence_table_can_be_swapped(tmp_path, data_dir):
     rows.update({"surprised": "positive", "sentimental": "negative", "nostalgic": "negative"})  # binary mapping
     table = tmp_path / "binary.csv"
     table.write_text("label,valence\n" + "".join(f"{k},{v}\n" for k, v in rows.items()))
-    task = make_task("empathetic_dialogues", options={"valence_table": str(table)}, filters={"valence": "neutral"})
+    beside = {"file": str(tmp_path / "t.yaml")}  # the table sits beside the task file
+    task = make_task("empathetic_dialogues", options={"valence_table": "binary.csv"}, filters={"valence": "neutral"}, **beside)
     with pytest.raises(UserError, match="no context has valence 'neutral'"):
         load_contexts(task, data_dir)
-    task = make_task("empathetic_dialogues", options={"valence_table": str(table)}, filters={"valence": "positive"})
+    task = make_task("empathetic_dialogues", options={"valence_table": "binary.csv"}, filters={"valence": "positive"}, **beside)
     assert len(load_contexts(task, data_dir)) == 1022 + sum(
         1 for c in read_source(make_task("empathetic_dialogues"), data_dir)[1].contexts if c.emotion == "surprised")
 
@@ -178,7 +179,7 @@ def test_bad_valence_tables(tmp_path, text, message):
 def test_valence_table_missing_a_label_names_the_data_line(tmp_path, data_dir):
     p = tmp_path / "v.csv"
     p.write_text("label,valence\nsad,negative\n")
-    task = make_task("empathetic_dialogues", options={"valence_table": str(p)})
+    task = make_task("empathetic_dialogues", options={"valence_table": "v.csv"}, file=str(tmp_path / "t.yaml"))
     with pytest.raises(UserError, match=r"test\.csv:2: emotion 'guilty' is not in the valence table"):
         read_source(task, data_dir)
 
@@ -264,7 +265,7 @@ def test_jsonl_loader_reads_the_documented_schema(tmp_path):
         {"id": "b", "situation": "I passed my driving test.", "emotion": "proud", "valence": "positive"},
     ]
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ctxs = load_contexts(make_task("jsonl", path=str(f), filters={"domain": "workplace"}))
+    ctxs = load_contexts(make_task("jsonl", path="mine.jsonl", filters={"domain": "workplace"}, file=str(tmp_path / "t.yaml")))
     assert [c.id for c in ctxs] == ["a"] and ctxs[0].source == "jsonl" and ctxs[0].opening == "Third cancellation this month."
     both = load_contexts(make_task("jsonl", path="mine.jsonl", file=str(tmp_path / "t.yaml")))
     assert {c.id: c.domain for c in both} == {"a": "workplace", "b": "emotional"}  # task domain fills the gap
@@ -285,7 +286,7 @@ def test_jsonl_bad_records(tmp_path, content, message):
     f = tmp_path / "mine.jsonl"
     f.write_text(content)
     with pytest.raises(UserError, match=message) as exc:
-        load_contexts(make_task("jsonl", path=str(f)))
+        load_contexts(make_task("jsonl", path="mine.jsonl", file=str(tmp_path / "t.yaml")))
     assert "\n" not in str(exc.value)
 
 

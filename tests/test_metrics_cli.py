@@ -72,9 +72,9 @@ def test_metrics_all_by_default_with_real_embeddings(run_dir, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["metrics"], "pass RUN_DIR"),
-    (["metrics", "{tmp}/nope"], "no such run directory"),
+    (["metrics", "{tmp}/nope"], "does not exist"),
     (["metrics", "{run}", "--metrics", "distinct2"], "did you mean"),
-    (["metrics", "{run}", "--metrics", " , "], "--metrics is empty"),
+    (["metrics", "{run}", "--metrics", " , "], "--metrics: empty"),
     (["metrics", "{empty}"], "no transcripts"),
 ])
 def test_user_errors_exit_2(run_dir, tmp_path, capsys, args, message):

@@ -155,7 +155,7 @@ def test_config_errors_are_one_line(tmp_path):
 
     task = load_task("demo")
     p = _write(tmp_path / "bad-opt.yaml", "name: bad-opt\nkind: mascot\noptions: {ordr: random}\n")
-    with pytest.raises(UserError, match=r"bad-opt.yaml \(options\): field 'options.ordr': unknown field"):
+    with pytest.raises(UserError, match=r"bad-opt.yaml:3: field 'options.ordr': unknown field"):
         build_system(str(p), task, model="fake/x")
     p = _write(tmp_path / "bad-kind.yaml", "name: bad-kind\nkind: masco\n")
     with pytest.raises(UserError, match="unknown system kind 'masco'"):
@@ -181,7 +181,7 @@ def test_template_render_error_names_template_and_variable(tmp_path):
     task = load_task("demo")
     s = build_system(str(p), task, model="fake/x")
     state = new_state(task, load_contexts(task, limit=1)[0], None, s, seed=0)
-    with pytest.raises(UserError, match=r"broken.j2' failed to render: 'no_such_var' is undefined"):
+    with pytest.raises(UserError, match=r"broken.j2:2: 'no_such_var' is undefined; variables available: agent, "):
         s.preflight(state)
 
 

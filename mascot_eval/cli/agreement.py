@@ -23,20 +23,13 @@ def agreement(run_dir: str, human_file: str | None, judges: str | None, n_boot: 
     """
     import pandas as pd
 
-    from ..errors import UserError
+    from ..checks import check_agreement_inputs
     from ..fileio import atomic_write_text
     from ..judges.agreement import agreement_table, human_agreement
     from ..judges.diagnostics import diagnostics_table
-    from ..judges.run import latest_judgments
-    from ..runs.rundir import RunDir
 
-    rd = RunDir(run_dir)
-    rows = latest_judgments(rd.judgments())
-    if judges:
-        keep = {j.strip() for j in judges.split(",")}
-        rows = [r for r in rows if r["judge"] in keep]
-    if not rows:
-        raise UserError(f"{rd.judgments_path}: no judgments; run `mascot-eval judge {run_dir} --judges ...` first")
+    plan = check_agreement_inputs(run_dir, judges, human_file)  # judgments and the human file read before writing
+    rd, rows = plan.rundir, plan.rows
     t = agreement_table(rows, n_boot=n_boot)
     atomic_write_text(rd.path / "agreement.csv", t.to_csv(index=False))
     n_judges = len({r["judge"] for r in rows})
@@ -54,11 +47,8 @@ def agreement(run_dir: str, human_file: str | None, judges: str | None, n_boot: 
     click.echo("\nJudge diagnostics:")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         click.echo(d.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    if human_file:
-        from ..judges.human import load_human
-
-        h = load_human(human_file)
-        ha = human_agreement(rows, h, n_boot=n_boot)
+    if plan.human is not None:
+        ha = human_agreement(rows, plan.human, n_boot=n_boot)
         atomic_write_text(rd.path / "human_agreement.csv", ha.to_csv(index=False))
         click.echo("\nHuman agreement (inter-annotator alpha; each judge vs the human mean):")
         for _, r in ha.iterrows():

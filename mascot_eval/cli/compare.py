@@ -32,17 +32,15 @@ def compare(run_dirs, judges, order_mode, systems, out_dir, limit, progress, **k
     Writes comparisons.jsonl and comparisons_summary.json (win/tie/loss with bootstrap intervals,
     first-position pick rate, order disagreement, Bradley-Terry ranking).
     """
-    from ..errors import UserError
+    from ..checks import check_compare_inputs
     from ..fileio import atomic_write_json
     from ..judges.threeway import compare_runs, summarize_comparisons
     from ..runs.rundir import RunDir
 
-    rds = [RunDir(p) for p in run_dirs]
-    out = RunDir(out_dir, create=True) if out_dir else rds[0]
-    names = [s.strip() for s in systems.split(",")] if systems else None
-    if names is not None and len(names) != 3:
-        raise UserError(f"--systems: give exactly three names, got {len(names)}")
-    res = compare_runs(rds, judges, out=out, systems=names, order_mode=order_mode, limit=limit,
+    plan = check_compare_inputs(run_dirs, judges, systems, out_dir)  # before --out is created or anything written
+    rds, names = plan.rundirs, plan.systems
+    out = RunDir(plan.out, create=True) if plan.out else rds[0]
+    res = compare_runs(rds, plan.judges, out=out, systems=names, order_mode=order_mode, limit=limit,
                        settings=settings_from_options(**kw), progress=progress)
     rows = [r for r in out.comparisons() if sorted(r["systems"]) == sorted(res.systems)]
     summary = summarize_comparisons(rows)

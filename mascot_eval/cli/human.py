@@ -24,11 +24,11 @@ def export_cmd(run_dirs, out_dir, levels, limit, seed) -> None:
     Systems are hidden and dialogues shuffled; key.json maps items back. Keep key.json away from
     annotators; send them form.html (or sheet.csv with rubric.md).
     """
+    from ..checks import check_human_export_inputs, check_levels
     from ..judges.human import export
-    from ..runs.rundir import RunDir
 
-    lv = tuple(x.strip() for x in levels.split(",") if x.strip())
-    res = export([RunDir(p) for p in run_dirs], out_dir, levels=lv, limit=limit, seed=seed)
+    rds = check_human_export_inputs(run_dirs, out_dir, levels)
+    res = export(rds, out_dir, levels=tuple(check_levels(levels)), limit=limit, seed=seed)
     click.echo(f"wrote {res.items} items from {res.dialogues} dialogues to {res.out_dir} "
                "(sheet.csv, form.html, rubric.md; key.json stays with you)")
 
@@ -43,11 +43,13 @@ def import_cmd(files, key, out) -> None:
 
     Use the output with `mascot-eval agreement RUN_DIR --human human_ratings.jsonl`.
     """
+    from ..checks import check_out_file
     from ..judges.agreement import agreement_table
     from ..judges.human import annotators, import_ratings, save_ratings
 
-    rows = import_ratings(list(files), key=key)
-    path = save_ratings(rows, out or Path(files[0]).parent / "human_ratings.jsonl")
+    target = check_out_file(out or Path(files[0]).parent / "human_ratings.jsonl")
+    rows = import_ratings(list(files), key=key)  # every sheet read and checked before the ratings are written
+    path = save_ratings(rows, target)
     ann = annotators(rows)
     click.echo(f"imported {len(rows)} ratings from {len(ann)} annotator(s) ({', '.join(f'{a}: {n}' for a, n in sorted(ann.items()))}) -> {path}")
     t = agreement_table(rows)

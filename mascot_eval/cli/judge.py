@@ -25,16 +25,14 @@ def judge(run_dir: str, judges: str, levels: str, progress: bool, **kw) -> None:
     cached calls. Replies that cannot be parsed are re-asked once, then recorded as unscored (counted,
     never zero). Prints per-judge means on the 0-100 scale ((s-1)/4*100) with 95% bootstrap intervals.
     """
+    from ..checks import check_judge_inputs
     from ..judges.agreement import panel_scores
     from ..judges.diagnostics import diagnostics_table
     from ..judges.run import judge_rundir, latest_judgments
-    from ..judges.specs import parse_judges
-    from ..runs.rundir import RunDir
 
-    rd = RunDir(run_dir)
-    specs = parse_judges(judges)
-    lv = [x.strip() for x in levels.split(",") if x.strip()]
-    res = judge_rundir(rd, specs, settings=settings_from_options(**kw), levels=lv, progress=progress)
+    plan = check_judge_inputs(run_dir, judges, levels)  # everything checked before anything is written
+    rd, specs = plan.rundir, plan.judges
+    res = judge_rundir(rd, specs, settings=settings_from_options(**kw), levels=plan.levels, progress=progress)
     click.echo(
         f"judged {rd.path}: {res.new_units} new calls ({res.unscored_units} unscored), {res.reused_units} reused, "
         f"{res.seconds:.1f}s"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..checks import check_leaderboard_inputs
 from ..fileio import atomic_write_text
 from ..reports.leaderboard import compact_table, leaderboard_frame, markdown_tables
 from ..runs.summary import summarize_data
@@ -28,7 +29,8 @@ def leaderboard(run_dirs, out, markdown_path, reference, test, n_boot, seed):
 
     A system evaluated in several runs (e.g. two checkpoints) appears as `system@run-id`.
     """
-    data = load_runs(list(run_dirs))
+    rds = check_leaderboard_inputs(run_dirs, out, markdown_path)  # before anything is written
+    data = load_runs(rds)
     summary = summarize_data(data, reference=reference, test=test, n_boot=n_boot, seed=seed)
     frame = leaderboard_frame(summary)
     click.echo(compact_table(frame))

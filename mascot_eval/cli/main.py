@@ -17,6 +17,7 @@ from ..errors import UserError
 # command name -> "module:attribute" (a click.Command or click.Group)
 COMMANDS: dict[str, str] = {
     "run": "mascot_eval.cli.run:run",
+    "check": "mascot_eval.cli.check:check",
     "generate": "mascot_eval.cli.generate:generate",
     "judge": "mascot_eval.cli.judge:judge",
     "compare": "mascot_eval.cli.compare:compare",

@@ -7,15 +7,6 @@ import click
 from ..errors import UserError
 
 
-def _split(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names:
-        raise UserError("--metrics is empty; pass names such as distinct_2,inter_agent_selfbleu (see `mascot-eval metrics --list`)")
-    return names
-
-
 @click.command()
 @click.argument("run_dir", required=False, type=click.Path(file_okay=False))
 @click.option("--metrics", "metric_names", default=None, metavar="A,B",
@@ -35,15 +26,11 @@ def metrics(run_dir, metric_names, list_only):
         return
     if run_dir is None:
         raise UserError("metrics: pass RUN_DIR (a run directory with transcripts.jsonl), or --list to see the metrics")
-    from pathlib import Path
-
+    from ..checks import check_metrics_inputs
     from ..metrics.compute import compute_rundir
-    from ..runs.rundir import RunDir
 
-    if not Path(run_dir).is_dir():
-        raise UserError(f"{run_dir}: no such run directory")
-    rd = RunDir(run_dir)
-    df = compute_rundir(rd, _split(metric_names))
+    rd, names = check_metrics_inputs(run_dir, metric_names)  # run dir, manifest, transcripts, names: before writing
+    df = compute_rundir(rd, names)
     click.echo(system_table(df))
     notes = df.attrs.get("notes", {})
     for reason, n in notes.items():

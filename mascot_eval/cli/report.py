@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from ..checks import check_report_inputs
 from ..errors import UserError
 from ..reports.html import render_report
-from ..runs.rundir import RunDir
 
 
 @click.command()
@@ -24,10 +24,11 @@ from ..runs.rundir import RunDir
 @click.option("--title", default=None, help="Report title.")
 def report(run_dirs, out, reference, test, n_boot, seed, max_transcripts, title):
     """Write an HTML report (tables, charts, judge agreement, transcripts) for one or more runs."""
+    if out is None and len(run_dirs) > 1:
+        raise UserError("several run directories: pass --out FILE for the combined report")
+    rds = check_report_inputs(run_dirs, out)  # every run dir holds transcripts and readable results: before writing
     if out is None:
-        if len(run_dirs) > 1:
-            raise UserError("several run directories: pass --out FILE for the combined report")
-        out = RunDir(run_dirs[0]).report_path
-    path = render_report(list(run_dirs), Path(out), reference=reference, test=test, n_boot=n_boot, seed=seed,
+        out = rds[0].report_path
+    path = render_report(rds, Path(out), reference=reference, test=test, n_boot=n_boot, seed=seed,
                         max_transcripts=max_transcripts, title=title)
     click.echo(f"report: {path}")

@@ -141,7 +141,7 @@ class EmpatheticDialoguesLoader(Loader):
         "emotion": ("one of the 32 emotion labels", lambda c: c.emotion),
     }
     options = {
-        "valence_table": ("label,valence CSV; relative paths are resolved in the tasks folder", None),
+        "valence_table": ("label,valence CSV, a path inside the task file's folder", None),
     }
 
     def read(self, ref: SourceRef) -> LoadedSource:
@@ -152,12 +152,11 @@ class EmpatheticDialoguesLoader(Loader):
         if table_opt is None:
             table_path = paths.tasks_dir() / "data" / "ed_valence.csv"
         else:
-            table_path = Path(table_opt)
-            if not table_path.is_absolute():
-                base = ref.task_file.parent if ref.task_file else paths.tasks_dir()
-                table_path = base / table_path
+            from .userfiles import task_relative
+
+            table_path = task_relative(ref, table_opt, field="source.options.valence_table", what="valence table")
         valence = load_valence_table(table_path)
-        found = locate(self.name, ref.path or self.default_path, ref.data_dir)
+        found = locate(self.name, ref.path or self.default_path, ref.data_dir, where=ref.where)
         contexts, quirks = parse_ed_csv(found.path, valence, str(table_path))
         return LoadedSource(contexts, files=[found.path, table_path], origin=found.origin, notes={"quirks": quirks})
 

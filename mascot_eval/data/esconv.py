@@ -33,7 +33,7 @@ class ESConvLoader(Loader):
 
     def read(self, ref: SourceRef) -> LoadedSource:
         self.check_options(ref)
-        found = locate(self.name, ref.path or self.default_path, ref.data_dir)
+        found = locate(self.name, ref.path or self.default_path, ref.data_dir, where=ref.where)
         path = found.path
         split = path.stem
         contexts: list[Context] = []

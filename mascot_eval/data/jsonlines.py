@@ -8,16 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..fileio import read_bytes
 
 
-def iter_json_lines(path: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)``; a cut-off last line is reported as a truncated file."""
+def iter_json_lines(path: Path, what: str, *, limit: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)``; a cut-off last line is reported as a truncated file.
+
+    UTF-8 with or without a byte-order mark; ``limit`` (bytes) is checked before reading."""
+    data = read_bytes(path, what=what, limit=limit)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 (byte {exc.start}); this is not {what}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder, expected a JSON Lines file ({what})") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line}: not UTF-8 (byte {exc.start}); this is not {what}") from None
     lines = text.split("\n")
     complete = lines[-1] == ""
     if complete:

@@ -117,7 +117,7 @@ class QMSumLoader(Loader):
         origin = ""
         meetings: dict[str, int] = {}
         for domain in DOMAINS:
-            found = locate(self.name, f"{base}/{domain}/jsonl/{opts['split']}.jsonl", ref.data_dir)
+            found = locate(self.name, f"{base}/{domain}/jsonl/{opts['split']}.jsonl", ref.data_dir, where=ref.where)
             ctx, n = parse_meetings(found.path, domain, excerpt_turns=opts["excerpt_turns"], markup=bool(opts["clean_markup"]))
             contexts += ctx
             files.append(found.path)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import UserError
-from ..fileio import atomic_write_bytes
+from ..fileio import atomic_write_bytes, confined_path
 
 ED_TARBALL = "https://dl.fbaipublicfiles.com/parlai/empatheticdialogues/empatheticdialogues.tar.gz"
 QMSUM_COMMIT = "83d7768c1f2b4dfeb091385d3dc7e239b8e5bb7e"
@@ -148,23 +148,28 @@ DOWNLOADERS: dict[str, Callable[[Path], None]] = {
 @dataclass(frozen=True)
 class Located:
     path: Path
-    origin: str  # "data_dir", "absolute", "cache" or "download"
+    origin: str  # "data_dir", "cache" or "download"
 
 
-def locate(dataset: str, relpath: str, data_dir: Path | None) -> Located:
-    """Find ``relpath`` (e.g. ``empathetic_dialogues/test.csv``) for ``dataset``; download it if allowed."""
-    rel = Path(relpath)
-    if rel.is_absolute():
-        if not rel.exists():
-            raise UserError(f"{rel}: data file not found; fix the task's source.path")
-        return Located(rel, "absolute")
+def locate(dataset: str, relpath: str, data_dir: Path | None, *, where: str = "the task",
+           field: str = "source.path") -> Located:
+    """Find ``relpath`` (e.g. ``empathetic_dialogues/test.csv``) for ``dataset``; download it if allowed.
+
+    ``relpath`` must stay inside the data directory (or the cache): an absolute path or one that
+    climbs out with '..' is refused with one line naming ``where``/``field`` and the allowed root, and
+    nothing outside is read."""
+    root = data_dir if data_dir is not None else cache_root()
+    label = "the data directory" if data_dir is not None else "the dataset cache"
+    if not isinstance(relpath, str) or Path(relpath).is_absolute() or relpath.startswith("~"):
+        raise UserError(f"{where}: field '{field}': absolute path {relpath!r} is not allowed; dataset paths are "
+                        f"relative to {label} {root}")
+    p = confined_path(root, relpath, field=field, where=where, follow_links=False)
     if data_dir is not None:
-        p = data_dir / rel
         if not p.exists():
             raise UserError(f"{p}: data file not found; MASCOT_DATA_DIR (or --data-dir) must be a folder holding "
                             f"{relpath} (unset it to download {dataset} into the user cache)")
         return Located(p, "data_dir")
-    cached = cache_root() / rel
+    cached = p
     if cached.exists():
         return Located(cached, "cache")
     if paths.offline():

@@ -12,7 +12,8 @@ list item (``demo``)::
     user_speaker str (default "user"): the turns' speaker name for the person seeking support;
                  their first turn is the context's opening line
 
-Relative ``source.path`` values are resolved beside the task file.
+``source.path`` is resolved beside the task file and must stay in that folder (no absolute paths,
+no '..' above it, no symlink leading out).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UserError
+from ..fileio import MAX_CONTEXTS_BYTES, MAX_CONTEXTS_YAML_BYTES, confined_path
 from ..yamlfile import load_yaml, validation_message
 from .context import Context, HumanTurn
 from .jsonlines import iter_json_lines
@@ -65,15 +67,21 @@ class ContextRecord(BaseModel):
         )
 
 
-def _task_relative(ref: SourceRef, path: str) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_absolute():
-        from .. import paths
+def task_relative(ref: SourceRef, path: str, *, field: str = "source.path", what: str = "context file") -> Path:
+    """``path`` resolved beside the task file (the tasks folder for a task built in code); absolute
+    paths, '..' out of that folder and symlinks leading out of it are refused; nothing is read."""
+    from .. import paths
 
-        p = (ref.task_file.parent if ref.task_file else paths.tasks_dir()) / p
+    base = ref.task_file.parent if ref.task_file else paths.tasks_dir()
+    p = confined_path(base, path, field=field, where=ref.where, what=what)
+    if p.is_dir():
+        raise UserError(f"{p}: is a folder; field '{field}' in {ref.where} must name a {what}")
     if not p.is_file():
-        raise UserError(f"{p}: context file not found; fix field 'source.path' in {ref.where}")
+        raise UserError(f"{p}: {what} not found; fix field '{field}' in {ref.where}")
     return p
+
+
+_task_relative = task_relative
 
 
 def _records(items: list[tuple[str, Any]], source: str, default_domain: str) -> list[Context]:
@@ -83,7 +91,7 @@ def _records(items: list[tuple[str, Any]], source: str, default_domain: str) -> 
         if not isinstance(raw, dict):
             raise UserError(f"{where}: expected a mapping with at least 'id' and 'situation'")
         try:
-            rec = ContextRecord.model_validate(raw)
+            rec = ContextRecord.model_validate(raw, strict=True)
         except ValidationError as exc:
             raise UserError(validation_message(where, exc)) from None
         if rec.id in seen:
@@ -123,7 +131,10 @@ class JsonlLoader(_UserFileLoader):
         if not ref.path:
             raise UserError(f"{ref.where}: field 'source.path': the jsonl loader needs the path of your .jsonl file")
         path = _task_relative(ref, ref.path)
-        rows = [(f"{path}:{lineno}", obj) for lineno, obj in iter_json_lines(path, "a context JSONL file")]
+        rows = [(f"{path}:{lineno}", obj)
+                for lineno, obj in iter_json_lines(path, "a context JSONL file", limit=MAX_CONTEXTS_BYTES)]
+        if not rows:
+            raise UserError(f"{path}: no contexts (the file is empty); add one JSON object per line")
         return LoadedSource(_records(rows, "jsonl", self._default_domain(ref, opts)), files=[path], origin="task")
 
 
@@ -135,7 +146,7 @@ class DemoLoader(_UserFileLoader):
     def read(self, ref: SourceRef) -> LoadedSource:
         opts = self.check_options(ref)
         path = _task_relative(ref, ref.path or self.default_path)
-        data = load_yaml(path)
+        data = load_yaml(path, limit=MAX_CONTEXTS_YAML_BYTES, what="a contexts YAML file")
         items = data.get("contexts") if isinstance(data, dict) else None
         if not isinstance(items, list):
             raise UserError(f"{path}: expected a top-level 'contexts:' list of scenarios")

@@ -34,7 +34,7 @@ def load_valence_table(path: str | Path | None = None) -> dict[str, str]:
 @lru_cache(maxsize=8)
 def _load(path: str, _size: int, _mtime: int) -> tuple[tuple[str, str], ...]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is fine
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text; save the valence table as UTF-8") from None
     numbered = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip() and not line.lstrip().startswith("#")]

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..criteria import criteria_for
 from ..errors import UserError
+from ..fileio import confined_path
 from ..yamlfile import load_model
 
 
@@ -62,8 +63,13 @@ def _load(path_str: str, mtime: float) -> Rubric:
     return rubric
 
 
-def load_rubric(root: Path, filename: str, level: str) -> Rubric:
-    path = root / "rubrics" / filename
+def rubric_path(root: Path, filename: str, *, where: str = "judge spec", field: str = "rubrics") -> Path:
+    """``root/rubrics/filename``, refused when it would leave that folder (absolute, '..', a link out)."""
+    return confined_path(root / "rubrics", filename, field=field, where=where, what="rubric file")
+
+
+def load_rubric(root: Path, filename: str, level: str, *, where: str = "judge spec") -> Rubric:
+    path = rubric_path(root, filename, where=where, field=f"rubrics.{level}")
     if not path.is_file():
         raise UserError(f"{path}: rubric file not found; judge specs name rubrics relative to {root / 'rubrics'}")
     rubric = _load(str(path), path.stat().st_mtime)

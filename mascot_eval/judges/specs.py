@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import paths
 from ..backends.base import GenerationParams
 from ..errors import UserError, did_you_mean
 from ..fileio import sha256_file, stable_hash
 from ..registry import Registry
-from ..yamlfile import load_model
+from ..templating import check_name
+from ..yamlfile import read_yaml, validate
 
 JUDGES: Registry[Any] = Registry("judge")
 
@@ -36,6 +37,13 @@ class Decoding(BaseModel):
     top_logprobs: int = Field(default=0, ge=0, le=20)  # >0: ask for log-probabilities (weighted score)
 
 
+def _template_name(v: str) -> str:
+    try:
+        return check_name(v, what="judge template")
+    except UserError as exc:
+        raise ValueError(f"{exc.message} (judge templates live in judges/templates/)") from None
+
+
 class Templates(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -45,6 +53,11 @@ class Templates(BaseModel):
     response: str = "response.j2"
     threeway: str = "threeway.j2"
     reask: str = "reask.j2"
+
+    @field_validator("system", "agent", "group", "response", "threeway", "reask")
+    @classmethod
+    def _names(cls, v: str) -> str:
+        return _template_name(v)
 
 
 class JudgeSpec(BaseModel):
@@ -64,6 +77,18 @@ class JudgeSpec(BaseModel):
     mode: Literal["generate", "logprob"] = "generate"
     rubrics: dict[str, str] = Field(default_factory=lambda: {"agent": "agent.yaml", "group": "group.yaml"})
     templates: Templates = Field(default_factory=Templates)
+
+    @field_validator("rubrics")
+    @classmethod
+    def _rubric_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for level, name in v.items():
+            if level not in ("agent", "group"):
+                raise ValueError(f"unknown level {level!r}; rubrics are given for agent and group")
+            try:
+                check_name(name, what="rubric")
+            except UserError as exc:
+                raise ValueError(f"{exc.message} (rubrics live in judges/rubrics/)") from None
+        return v
 
     # set by the loader
     file: str | None = Field(default=None, exclude=True)
@@ -87,9 +112,11 @@ class JudgeSpec(BaseModel):
     @property
     def spec_hash(self) -> str:
         """Hash of the spec and the rubric files it uses (changes when scoring would change)."""
+        from .rubrics import rubric_path
+
         rub = {}
         for level, fname in sorted(self.rubrics.items()):
-            p = self.judges_root / "rubrics" / fname
+            p = rubric_path(self.judges_root, fname, where=self.file or f"judge '{self.name}'", field=f"rubrics.{level}")
             rub[level] = sha256_file(p) if p.is_file() else None
         return stable_hash({"spec": self.model_dump(), "rubrics": rub})
 
@@ -117,7 +144,8 @@ def load_judge_specs(root: str | Path | None = None) -> dict[str, JudgeSpec]:
     root = Path(root) if root else paths.judges_dir()
     out: dict[str, JudgeSpec] = {}
     for path in _spec_files(root):
-        spec = load_model(path, JudgeSpec)
+        doc = read_yaml(path, what="a judge spec")
+        spec = validate(JudgeSpec, doc.data, path, doc=doc)
         if spec.name != path.stem:
             raise UserError(f"{path}: field 'name' is {spec.name!r} but the file is named {path.stem!r}; make them equal")
         spec.file = str(path)
@@ -141,8 +169,11 @@ def resolve_judge(alias: str, root: str | Path | None = None) -> JudgeSpec:
     specs = load_judge_specs(root)
     if alias in specs:
         return specs[alias]
-    if "/" in alias:
-        spec = JudgeSpec(name=alias, model=alias, description="ad-hoc judge from a model spec")
+    if "/" in alias:  # the model spec itself is checked by parse_judges (check_model)
+        try:
+            spec = JudgeSpec(name=alias, model=alias, description="ad-hoc judge from a model spec")
+        except ValidationError:
+            raise UserError(f"judge '{alias}': not a usable judge name; use letters, digits and _.:/@#=+-") from None
         spec.root = str(Path(root) if root else paths.judges_dir())
         return spec
     raise UserError(
@@ -151,14 +182,33 @@ def resolve_judge(alias: str, root: str | Path | None = None) -> JudgeSpec:
     )
 
 
-def parse_judges(value: str | list[str] | tuple[str, ...]) -> list[JudgeSpec]:
-    """``"gpt,claude,local"`` -> specs, in order, without repeats; errors name the bad alias."""
+def check_model(spec: JudgeSpec) -> None:
+    """The judge's model spec names a backend and is well formed (no call is made)."""
+    from ..backends.client import make_backend
+
+    try:
+        make_backend(spec.model)
+    except UserError as exc:
+        raise UserError(f"{spec.file or 'judge ' + repr(spec.name)}: field 'model': {exc.message}") from None
+
+
+def parse_judges(value: str | list[str] | tuple[str, ...], *, check: bool = True) -> list[JudgeSpec]:
+    """``"gpt,claude,local"`` -> specs, in order, without repeats; errors name the bad alias.
+
+    With ``check`` (default) every judge is checked before anything runs: model spec, mode, rubrics
+    and templates (inside judges/, rendered once with a sample dialogue; see
+    :func:`mascot_eval.checks.check_judge`)."""
     names = [v.strip() for v in (value.split(",") if isinstance(value, str) else value) if v.strip()]
     if not names:
         raise UserError("--judges: give at least one judge, e.g. --judges local or --judges gpt,claude")
     out: dict[str, JudgeSpec] = {}
     for n in names:
         spec = resolve_judge(n)
+        check_model(spec)
         check_mode(spec)
+        if check:
+            from ..checks import check_judge
+
+            check_judge(spec)
         out.setdefault(spec.name, spec)
     return list(out.values())

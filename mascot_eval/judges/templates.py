@@ -1,4 +1,4 @@
-"""Judge prompt templates (``judges/templates/*.j2``) rendered in a sandboxed jinja2 environment.
+"""Judge prompt templates (``judges/templates/*.j2``) rendered in the shared sandbox (:mod:`mascot_eval.templating`).
 
 Dialogue text never enters a prompt raw: templates wrap it with ``data(...)``, which puts it
 between ``<<<DATA id=N>>>`` / ``<<<END DATA id=N>>>`` markers whose id ``N`` is derived from the
@@ -9,14 +9,12 @@ text are defused, so a transcript cannot close the block early.
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-from jinja2.sandbox import SandboxedEnvironment
-
+from .. import templating
 from ..errors import UserError
+from ..fileio import read_text
 
 OPEN = "<<<DATA id={nonce}>>>"
 CLOSE = "<<<END DATA id={nonce}>>>"
@@ -35,27 +33,26 @@ def make_nonce(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]
 
 
-@lru_cache(maxsize=8)
-def _env(root: str) -> SandboxedEnvironment:
-    return SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(root),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=False,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
 def template_dir(judges_root: Path) -> Path:
     return judges_root / "templates"
 
 
+def environment(judges_root: Path, *, autoescape: bool = False) -> templating.Sandbox:
+    """The shared sandbox over ``judges/templates/`` (names resolve inside that folder only)."""
+    return templating.environment([template_dir(judges_root)], what="judge template", autoescape=autoescape)
+
+
+def template_path(judges_root: Path, name: str) -> Path:
+    tdir = template_dir(judges_root)
+    path = templating.resolve([tdir], name, what="judge template")
+    if path is None:
+        raise UserError(f"{tdir / name}: judge template not found; templates live in {tdir}")
+    return path
+
+
 def template_source(judges_root: Path, name: str) -> str:
-    path = template_dir(judges_root) / name
-    if not path.is_file():
-        raise UserError(f"{path}: judge template not found; templates live in {template_dir(judges_root)}")
-    return path.read_text(encoding="utf-8")
+    path = template_path(judges_root, name)
+    return read_text(path, what="a judge template", limit=templating.MAX_TEMPLATE_BYTES)
 
 
 def templates_hash(judges_root: Path, names: list[str]) -> str:
@@ -71,14 +68,7 @@ def templates_hash(judges_root: Path, names: list[str]) -> str:
 
 def render(judges_root: Path, name: str, *, nonce: str, **context: Any) -> str:
     """Render template ``name``; ``data(x)`` in the template wraps ``x`` in a delimited data block."""
-    env = _env(str(template_dir(judges_root)))
-    template_source(judges_root, name)  # clear error if missing
-    try:
-        tpl = env.get_template(name)
-        return tpl.render(data=lambda text: data_block(str(text), nonce), **context).strip() + "\n"
-    except jinja2.TemplateSyntaxError as exc:
-        raise UserError(f"{exc.filename or name}:{exc.lineno}: template syntax error ({exc.message}); fix the template") from None
-    except jinja2.UndefinedError as exc:
-        raise UserError(f"{template_dir(judges_root) / name}: {exc.message}; the template uses a variable the judge does not provide") from None
-    except jinja2.exceptions.SecurityError as exc:
-        raise UserError(f"{template_dir(judges_root) / name}: unsafe template operation blocked by the sandbox ({exc})") from None
+    template_path(judges_root, name)  # clear error if missing
+    env = environment(judges_root)
+    variables = {"data": lambda text: data_block(str(text), nonce), **context}
+    return templating.render(env, name, variables).strip() + "\n"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from typing import Any
 
 from .. import paths
 from ..errors import UserError
-from ..fileio import append_jsonl, atomic_write_json, read_jsonl, repair_jsonl_tail
+from ..fileio import append_jsonl, atomic_write_json, read_json_object, read_jsonl, repair_jsonl_tail
 from ..records.comparison import ComparisonRow
 from ..records.judgment import JudgmentRow
 from ..records.manifest import Manifest
@@ -182,10 +181,7 @@ class RunDir:
         """The typed manifest, or None when the run has none yet (a wrong shape is a one-line error)."""
         if not self.manifest_path.exists():
             return None
-        try:
-            data = json.loads(self.manifest_path.read_text(encoding="utf-8-sig"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise UserError(f"{self.manifest_path}: not valid JSON; restore it or start a new run directory") from None
+        data = read_json_object(self.manifest_path, what="a run manifest (restore it or start a new run directory)")
         return Manifest.from_dict(data, where=str(self.manifest_path))
 
     def read_manifest(self) -> dict[str, Any]:
@@ -222,7 +218,7 @@ class RunDir:
         """All transcripts; for a dialogue id written twice, the last one wins (``all_lines``: every line)."""
         out: dict[str, Transcript] = {}
         every: list[Transcript] = []
-        for i, row in enumerate(read_jsonl(self.transcripts_path)):
+        for i, row in enumerate(read_jsonl(self.transcripts_path, what="a transcripts file")):
             t = Transcript.from_dict(row, where=f"{self.transcripts_path}:{i + 1}")
             out[t.dialogue_id] = t
             every.append(t)

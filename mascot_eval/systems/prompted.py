@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import paths
 from ..errors import UserError
+from ..fileio import confined_path
 from ..transcript import Turn
 from ..yamlfile import load_yaml
 from .base import DialogueState, System, new_usage
@@ -30,15 +31,26 @@ class PromptedOptions(BaseModel):
     n_examples: int = Field(default=2, ge=1, le=20)
 
 
+def examples_path(file: str, where: str) -> Path:
+    """The few-shot examples file: relative to the config's folder (searched first) or to baselines/;
+    absolute paths, '..' out of those folders and symlinks leading out of them are refused."""
+    roots = [*([Path(where).parent] if where else []), paths.baselines_dir()]
+    return confined_path(roots, file, field="options.examples_file", where=where or "system config",
+                         what="examples file")
+
+
 def load_examples(file: str, domain: str, n: int, where: str) -> list[dict[str, Any]]:
-    """Few-shot examples: ``file`` is absolute, or relative to the config's folder, or to baselines/."""
-    candidates = [Path(file)] if Path(file).is_absolute() else [
-        *([Path(where).parent / file] if where else []), paths.baselines_dir() / file,
-    ]
-    path = next((c for c in candidates if c.is_file()), candidates[-1])
-    data = load_yaml(path)
+    """Few-shot examples for ``domain`` (at most ``n``) from ``file`` (see :func:`examples_path`)."""
+    path = examples_path(file, where)
+    if not path.is_file():
+        raise UserError(f"{where or 'system config'}: field 'options.examples_file': {path} not found")
+    data = load_yaml(path, what="a few-shot examples file")
     if not isinstance(data, list) or not all(isinstance(e, dict) and "user" in e and "replies" in e for e in data):
         raise UserError(f"{path}: expected a list of examples, each with 'user' and 'replies' (and optional 'domain')")
+    bad = [i for i, e in enumerate(data) if not isinstance(e["user"], str) or not isinstance(e["replies"], dict)
+           or not all(isinstance(k, str) and isinstance(v, str) for k, v in e["replies"].items())]
+    if bad:
+        raise UserError(f"{path}: example {bad[0]}: 'user' must be text and 'replies' a mapping of persona id -> text")
     chosen = [e for e in data if e.get("domain", domain) == domain][:n]
     if not chosen:
         raise UserError(f"{path}: no examples for domain '{domain}'; add some or remove the domain filter")
@@ -49,6 +61,18 @@ class Prompted(System):
     kind = "prompted"
     template_roles = {"agent": "agent_prompted.j2"}
     Options = PromptedOptions
+
+    @classmethod
+    def check_config(cls, config: Any, doc: Any = None) -> None:
+        """Static check when the YAML is loaded: the examples file stays in its folders and parses."""
+        file = (config.options or {}).get("examples_file")
+        if file:
+            path = examples_path(file, config.file or "")
+            if not path.is_file():
+                raise UserError(f"{config.file or config.name}: field 'options.examples_file': {path} not found")
+            data = load_yaml(path, what="a few-shot examples file")
+            if not isinstance(data, list) or not data:
+                raise UserError(f"{path}: expected a list of examples, each with 'user' and 'replies'")
 
     def extra_vars(self, state: DialogueState) -> dict[str, Any]:
         o = self.options

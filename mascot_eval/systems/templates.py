@@ -1,21 +1,20 @@
 """Jinja2 prompt templates for systems and the user simulator.
 
 Templates live in ``baselines/templates/`` (a YAML config given as a path may bring its own
-``templates/`` folder next to it, searched first). Undefined variables are errors. A template's
-text is split into chat messages by marker lines ``[system]``, ``[user]`` and ``[assistant]``;
-text before the first marker (or a template with no markers) is one user message.
+``templates/`` folder next to it, searched first, and files beside it). They render in the shared
+sandbox (:mod:`mascot_eval.templating`): undefined variables are errors, Python internals are out of
+reach and names resolve inside those folders only. A template's text is split into chat messages
+by marker lines ``[system]``, ``[user]`` and ``[assistant]``; text before the first marker (or a
+template with no markers) is one user message.
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
-from .. import paths
+from .. import paths, templating
 from ..errors import UserError
 from ..fileio import sha256_file
 
@@ -35,47 +34,25 @@ def search_path(config_file: str | None = None) -> list[Path]:
     return out
 
 
-@lru_cache(maxsize=16)
-def _env(dirs: tuple[str, ...]) -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(list(dirs)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=False,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-
-
 class Templates:
     """The templates one system (or the user simulator) renders."""
 
     def __init__(self, config_file: str | None = None) -> None:
         self.dirs = search_path(config_file)
-        self.env = _env(tuple(str(d) for d in self.dirs))
+        self.env = templating.environment(self.dirs, what="template")
 
     def path(self, name: str) -> Path:
-        for d in self.dirs:
-            if (d / name).is_file():
-                return d / name
-        raise UserError(f"template '{name}' not found in {', '.join(str(d) for d in self.dirs)}; create it or fix the name")
+        found = templating.resolve(self.dirs, name)
+        if found is None:
+            raise UserError(f"template '{name}' not found in {', '.join(str(d) for d in self.dirs)}; create it or fix the name")
+        return found
 
     def hash(self, name: str) -> str:
         return sha256_file(self.path(name))[:16]
 
     def render_text(self, name: str, **variables: Any) -> str:
         self.path(name)
-        try:
-            return self.env.get_template(name).render(**variables).strip()
-        except jinja2.UndefinedError as exc:
-            raise UserError(
-                f"template '{self.path(name)}' failed to render: {exc.message}; variables available: "
-                f"{', '.join(sorted(variables))}"
-            ) from None
-        except jinja2.TemplateSyntaxError as exc:
-            raise UserError(f"template '{exc.filename or name}':{exc.lineno}: syntax error: {exc.message}") from None
-        except jinja2.TemplateError as exc:
-            raise UserError(f"template '{self.path(name)}' failed to render: {exc}") from None
+        return templating.render(self.env, name, variables).strip()
 
     def render(self, name: str, **variables: Any) -> list[dict[str, str]]:
         return split_messages(self.render_text(name, **variables), where=name)
