@@ -253,31 +253,52 @@ def check_generate_inputs(*, tasks: Sequence[str], systems: Sequence[str], model
     """Everything ``generate`` uses, checked; nothing written. ``out`` (if given and existing) must be a
     run directory whose transcripts came from these settings (see :func:`check_rundir_compatible`)."""
     from .paths import data_dir as resolve_data_dir
-    from .systems.config import load_system_config
     from .taskspec import resolve_tasks
 
     task_names = split_names(tasks, "--task", example="a task name, task file or suite (see `mascot-eval tasks list`)")
     system_names = split_names(systems, "--system", example="a system name (see `mascot-eval systems list`) or a YAML path")
     if limit is not None and limit < 1:
         raise UserError(f"--limit must be at least 1, got {limit}")
-    task_specs = resolve_tasks(task_names or [])
-    system_names = list(dict.fromkeys(system_names or []))
+    plan = plan_from_specs(resolve_tasks(task_names or []), system_names or [], model=model, user_model=user_model,
+                           checkpoint=checkpoint, limit=limit, data_dir=resolve_data_dir(data_dir), seed=seed,
+                           personas_root=personas_root)
+    if out is not None:
+        check_rundir_compatible(Path(out), plan)
+    return plan
+
+
+def plan_from_specs(task_specs: Sequence[TaskSpec], systems: Sequence[str], *, model: str = "embedded",
+                    user_model: str | None = None, checkpoint: str | Path | Checkpoint | None = None,
+                    limit: int | None = None, data_dir: Path | None = None, seed: int = 0,
+                    pairs: dict[str, list[Pair]] | None = None, personas_root: str | Path | None = None) -> GeneratePlan:
+    """The generate plan for resolved tasks: every system built and its templates rendered once, every
+    model spec checked, the contexts loaded (or taken from ``pairs``, then cut to ``limit``)."""
+    from .systems.checkpoint import Checkpoint as _Checkpoint
+    from .systems.config import load_system_config
+
+    if not task_specs:
+        raise UserError("no task given; pass --task NAME (see `mascot-eval tasks list`)")
+    if not systems:
+        raise UserError("no system given; pass --system NAME (see `mascot-eval systems list`)")
+    system_names = list(dict.fromkeys(systems))
     for name in system_names:
         load_system_config(name)
     check_model_spec(model, "--model")
     user_model = user_model or model
     check_model_spec(user_model, "--user-model")
-    ckpt = check_checkpoint(checkpoint)
-    ddir = resolve_data_dir(data_dir)
-    plan = GeneratePlan(tasks=task_specs, systems=system_names, model=model, user_model=user_model, checkpoint=ckpt,
-                        data_dir=ddir, limit=limit, seed=seed)
+    ckpt = checkpoint if isinstance(checkpoint, _Checkpoint) else check_checkpoint(checkpoint)
+    plan = GeneratePlan(tasks=list(task_specs), systems=system_names, model=model, user_model=user_model, checkpoint=ckpt,
+                        data_dir=data_dir, limit=limit, seed=seed)
     for task in task_specs:
-        plan.pairs[task.name] = check_task_contents(task, ddir, limit, personas_root)
+        if pairs is not None and task.name in pairs:
+            plan.pairs[task.name] = list(pairs[task.name])[: limit if limit else None]
+            if not plan.pairs[task.name]:
+                raise UserError(f"task '{task.name}': no contexts to generate from")
+        else:
+            plan.pairs[task.name] = check_task_contents(task, data_dir, limit, personas_root)
         for name in system_names:
             plan.units.append(check_system(name, task, plan.pairs[task.name][0], model=model, user_model=user_model,
                                            checkpoint=ckpt, personas_root=personas_root))
-    if out is not None:
-        check_rundir_compatible(Path(out), plan)
     return plan
 
 
@@ -292,7 +313,7 @@ def check_rundir_compatible(path: Path, plan: GeneratePlan) -> None:
         raise UserError(f"--out: {path} is a file; pass a folder for the run directory")
     rd = RunDir(path)
     has_run_files = rd.manifest_path.exists() or rd.transcripts_path.exists()
-    if not has_run_files and any(path.iterdir()):
+    if not has_run_files and any(p.name != ".lock" for p in path.iterdir()):
         raise UserError(f"--out: {path} is a non-empty folder that is not a run directory (no manifest.json or "
                         "transcripts.jsonl); pick a new or empty folder")
     manifest = rd.read_manifest()

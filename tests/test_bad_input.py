@@ -10,8 +10,6 @@ every file there, runs `mascot-eval ...` in-process and checks:
 * every file in the sandbox is byte-identical afterwards (run dir, caches, data dir, project copy);
 * no template payload ran (it would create ``MARKER``).
 
-Cases marked ``LEAD`` need `run` / `generate` to call the check phase before they create the run
-directory (issue 13, cli/run.py and cli/generate.py); they are strict xfails until then.
 Only scripted fake models are used.
 """
 
@@ -33,7 +31,6 @@ from mascot_eval.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "TOPSECRET-7f3a"
-LEAD = "needs `run`/`generate` to call mascot_eval.checks before creating the run directory (lead, issue 13)"
 
 SURFACES = ("task", "persona", "judge", "system", "contexts", "cli", "rundir", "sheet")
 
@@ -432,11 +429,11 @@ def _(e): return _run(e, task=str(e.task(body=TASK.replace("source: {loader: dem
                                                            "source: {loader: empathetic_dialogues, path: /etc/passwd}"))))
 
 
-@case("task", "run-missing-context-file", "nope.yaml", "source.path", xfail=LEAD)
+@case("task", "run-missing-context-file", "nope.yaml", "source.path")
 def _(e): return _run(e, task=str(e.task(body=TASK.replace("path: ctx.yaml", "path: nope.yaml"))))
 
 
-@case("task", "generate-filter-matches-nothing", "t.yaml", "source.filters", xfail=LEAD)
+@case("task", "generate-filter-matches-nothing", "t.yaml", "source.filters")
 def _(e): return _gen(e, task=str(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
                                                            "source: {loader: demo, path: ctx.yaml, filters: {emotion: joyful}}"))))
 
@@ -541,7 +538,7 @@ def _(e):
         "  never: [lie], examples: [hi, hello]}\n")))
 
 
-@case("persona", "run-duplicate-member", "groups.yaml", "twice", xfail=LEAD)
+@case("persona", "run-duplicate-member", "groups.yaml", "twice")
 def _(e):
     e.edit(GROUPS, "members: [anchor, catalyst, beacon]", "members: [anchor, catalyst, anchor]")
     return _run(e)
@@ -774,11 +771,11 @@ def _(e):
     return _check(task=str(e.task()))
 
 
-@case("system", "generate-payload", "a.j2", "sandbox", xfail=LEAD)
+@case("system", "generate-payload", "a.j2", "sandbox")
 def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload("cycler")})))
 
 
-@case("system", "run-payload", "a.j2", "sandbox", xfail=LEAD)
+@case("system", "run-payload", "a.j2", "sandbox")
 def _(e): return _run(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload("cycler")})))
 
 
@@ -814,7 +811,7 @@ def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM)))
 def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{% for %}"})))
 
 
-@case("system", "generate-template-syntax-error", "a.j2:2", "syntax", xfail=LEAD)
+@case("system", "generate-template-syntax-error", "a.j2:2", "syntax")
 def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{% for %}"})))
 
 
@@ -822,7 +819,7 @@ def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\
 def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{{ no_such_var }}"})))
 
 
-@case("system", "generate-template-undefined-variable", "a.j2", "no_such_var", xfail=LEAD)
+@case("system", "generate-template-undefined-variable", "a.j2", "no_such_var")
 def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{{ no_such_var }}"})))
 
 
@@ -1032,7 +1029,7 @@ def _(e):
     return _check(task=str(e.task()))
 
 
-@case("contexts", "run-bad-jsonl", "ctx.jsonl:1", "field 'mood'", xfail=LEAD)
+@case("contexts", "run-bad-jsonl", "ctx.jsonl:1", "field 'mood'")
 def _(e):
     e.write("ctx.jsonl", '{"id": "c1", "situation": "x", "mood": 1}\n')
     return _run(e, task=str(e.task(body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl"))))
@@ -1060,11 +1057,11 @@ def _(e): return ["judge", str(e.run), "--judges", "fake/j", "--levels", ""]
 def _(e): return _check(task=str(e.task()), judges="")
 
 
-@case("cli", "run-judges-empty", "--judges", "empty", xfail=LEAD)
+@case("cli", "run-judges-empty", "--judges", "empty")
 def _(e): return _run(e, judges="")
 
 
-@case("cli", "run-metrics-empty", "--metrics", "empty", xfail=LEAD)
+@case("cli", "run-metrics-empty", "--metrics", "empty")
 def _(e):
     args = _run(e)
     args[args.index("--metrics") + 1] = ""
@@ -1099,7 +1096,7 @@ def _(e): return [*_check(task=str(e.task())), "--user-model", "embedded/foo"]
 def _(e): return [a if a != "fake/bad-input" else "nope/x" for a in _run(e)]
 
 
-@case("cli", "run-user-model-malformed", "embedded/foo", xfail=LEAD)
+@case("cli", "run-user-model-malformed", "embedded/foo")
 def _(e): return [*_run(e), "--user-model", "embedded/foo"]
 
 
@@ -1137,7 +1134,7 @@ def _(e):
     return [*_check(task=str(e.task()), system="mascot"), "--checkpoint", str(e.case / "ck")]
 
 
-@case("cli", "run-checkpoint-bad-json", "checkpoint.json", xfail=LEAD)
+@case("cli", "run-checkpoint-bad-json", "checkpoint.json")
 def _(e):
     e.write("ck/checkpoint.json", "{not json")
     return [*_run(e, system="mascot"), "--checkpoint", str(e.case / "ck")]
@@ -1338,7 +1335,9 @@ def _(e):
 @case("rundir", "transcripts-wrong-schema", "transcripts.jsonl:", "schema")
 def _(e):
     p = e.run / "transcripts.jsonl"
-    p.write_text(p.read_text().replace("mascot-transcript/1", "mascot-transcript/0", 1))
+    text = p.read_text()
+    assert "mascot-transcript/2" in text
+    p.write_text(text.replace("mascot-transcript/2", "mascot-transcript/0", 1))
     return ["human", "export", str(e.run), "--out", str(e.root / "h3")]
 
 
@@ -1402,7 +1401,7 @@ def _(e):
     return [*_check(task=str(e.case / "t.yaml")), "--limit", "1", "--out", str(gen)]
 
 
-@case("rundir", "run-out-other-seed", "transcripts.jsonl", "seed", xfail=LEAD)
+@case("rundir", "run-out-other-seed", "transcripts.jsonl", "seed")
 def _(e):
     gen = e.generated()
     return [*_run(e, task=str(e.case / "t.yaml"))[:-1], str(gen), "--limit", "1", "--seed", "5"]

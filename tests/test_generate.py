@@ -14,7 +14,8 @@ import pytest
 
 from mascot_eval.errors import UserError
 from mascot_eval.runs.rundir import RunDir
-from mascot_eval.systems.generate import generate, repair_tail
+from mascot_eval.fileio import repair_jsonl_tail as repair_tail
+from mascot_eval.systems.generate import generate
 from mascot_eval.taskspec import load_task
 from tests.test_engine import emo_context, responder
 

@@ -9,10 +9,6 @@ import click
 from .options import client_options, pop_client_options
 
 
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
-
-
 @click.command()
 @click.option("--task", "tasks", multiple=True, default=("demo",), show_default=True,
               help="Task name, task file or suite (in-domain, ood, all); repeat or comma-separate.")
@@ -35,44 +31,31 @@ def generate(tasks, systems, model, user_model, checkpoint, limit, out, data_dir
 
     Example: mascot-eval generate --task demo --system mascot,zero-shot --limit 4 --out results/runs/try
     """
+    from ..aio import run_sync
+    from ..checks import check_generate_inputs
     from ..errors import UserError
-    from ..paths import data_dir as resolve_data_dir
     from ..runs.rundir import RunDir
-    from ..systems.generate import generate as run_generate
-    from ..taskspec import resolve_tasks
+    from ..systems.generate import agenerate
 
     settings = pop_client_options(kw)
-    task_specs = resolve_tasks(_split(tasks))
-    system_names = _split(systems)
-    ddir = resolve_data_dir(data_dir)
-    rundir = RunDir(Path(out), create=True) if out else RunDir.default()
+    if out:
+        RunDir.planned(Path(out)).check_not_locked()
+    plan = check_generate_inputs(tasks=tasks, systems=systems, model=model, user_model=user_model, checkpoint=checkpoint,
+                                 limit=limit, data_dir=data_dir, seed=seed, out=out)  # before anything is written
+    rundir = RunDir.planned(Path(out)) if out else RunDir.default(create=False)
     try:
-        res = run_generate(rundir, task_specs, system_names, model=model, checkpoint=checkpoint, limit=limit,
-                           data_dir=ddir, settings=settings, seed=seed, progress=not no_progress, user_model=user_model)
+        res = run_sync(agenerate(rundir, [], [], plan=plan, settings=settings, progress=not no_progress))
     except UserError as exc:
         partial = getattr(exc, "generate_result", None)
         if partial is not None:
             click.echo(f"stopped: {partial.new} new dialogue(s) saved, {partial.reused} reused; rerun to resume "
                        f"({rundir.path})", err=True)
-        _cleanup_if_empty(rundir, created=out is None)
         raise
     click.echo(
         f"{res.new} new, {res.reused} reused, {res.failed} failed dialogue(s) in {res.seconds:.1f}s "
-        f"({res.calls} calls, {res.tokens} tokens, ${res.cost_usd:.4f}) -> {rundir.transcripts_path}"
+        f"({res.calls} calls, {res.usage.retries} retries, {res.tokens} tokens, ${res.cost_usd:.4f}) -> {rundir.transcripts_path}"
     )
     for f in res.failures[:5]:
-        click.echo(f"failed: {f['dialogue_id']}: {f['error']}", err=True)
+        click.echo(f"failed: {f['id']}: {f['error']}", err=True)
     if res.failed:
         raise SystemExit(1)
-
-
-def _cleanup_if_empty(rundir, *, created: bool) -> None:
-    """A run directory this command created and that holds nothing is removed (nothing half-written)."""
-    if created and rundir.path.is_dir() and not rundir.transcripts_path.exists():
-        for p in rundir.path.iterdir():
-            if p.name == "manifest.json":
-                p.unlink()
-        try:
-            rundir.path.rmdir()
-        except OSError:
-            pass

@@ -18,10 +18,6 @@ import click
 from .options import client_options, pop_client_options
 
 
-def _split(values: tuple[str, ...] | list[str]) -> list[str]:
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
-
-
 def _none(names: list[str]) -> bool:
     return names == ["none"]
 
@@ -69,35 +65,24 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
       mascot-eval run --task in-domain --system mascot,zero-shot,multiagentesc --judges gpt,claude
       mascot-eval run --system mascot --checkpoint checkpoints/tiny --out results/runs/candidate
     """
+    from ..checks import check_rundir_compatible, check_run_inputs
     from ..errors import UserError
     from ..fileio import stable_hash
-    from ..paths import data_dir as resolve_data_dir
     from ..runs.manifest import finish_run, start_run
     from ..runs.rundir import RunDir
-    from ..systems.generate import plan_generation
-    from ..taskspec import resolve_tasks
 
     t_start = time.perf_counter()
     settings = pop_client_options(kw)
-    task_specs = resolve_tasks(_split(tasks))
-    system_names = _split(systems)
-    if judges is not None and not _split([judges]):
-        raise UserError("--judges is empty; name judges (e.g. --judges local), or pass --judges none to skip judging")
-    if metric_names is not None and not _split([metric_names]):
-        raise UserError("--metrics is empty; name metrics, 'all', or pass --metrics none to skip them")
-    judge_names = _split([judges]) if judges else _task_default(task_specs, "judges")
-    metrics_list = _split([metric_names]) if metric_names else _task_default(task_specs, "metrics")
-    level_list = _split([levels])
-    ddir = resolve_data_dir(data_dir)
-    _check_names(system_names, judge_names, metrics_list, level_list)  # before anything is written
-    from ..backends.client import check_spec
-
-    for spec in (model, user_model):
-        if spec:
-            check_spec(spec)
-
+    if out:  # a folder locked by another writer is refused before the (possibly slow) check
+        RunDir.planned(Path(out)).check_not_locked()
+    # everything the run will use is loaded and checked before the run directory is touched
+    plan = check_run_inputs(tasks=tasks, systems=systems, judges=judges, metrics=metric_names, levels=levels,
+                            model=model, user_model=user_model, checkpoint=checkpoint, limit=limit, data_dir=data_dir,
+                            seed=seed, out=out)
+    gen = plan.generate
+    judge_names, metrics_list, level_list = plan.judge_names, plan.metrics, plan.levels
     identity = {
-        "tasks": {t.name: t.content_hash for t in task_specs}, "systems": system_names, "model": model,
+        "tasks": {t.name: t.content_hash for t in gen.tasks}, "systems": gen.systems, "model": model,
         "user_model": user_model, "checkpoint": str(Path(checkpoint).resolve()) if checkpoint else None,
         "limit": limit, "seed": seed,
     }
@@ -107,20 +92,21 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
     if out:
         rundir = RunDir.planned(Path(out))
     else:
-        slug = "+".join(t.name for t in task_specs)[:40] + "_" + "+".join(system_names)[:40]
+        slug = "+".join(t.name for t in gen.tasks)[:40] + "_" + "+".join(gen.systems)[:40]
         rundir = RunDir.default(f"{slug}-{stable_hash(identity)[:8]}".replace("/", "_"), create=False)
-    rundir.check_not_locked()
-    # everything the run will use is loaded and checked before the run directory is touched
-    plan = plan_generation(rundir, task_specs, system_names, model=model, user_model=user_model, checkpoint=checkpoint,
-                           limit=limit, data_dir=ddir, seed=seed)
-    panel = _panel(judge_names, settings)
+        rundir.check_not_locked()
+        check_rundir_compatible(rundir.path, gen)
+    from ..judges.score import Judge
+
+    panel = [Judge(spec, settings) for spec in plan.judges] or None
+    task_specs = gen.tasks
 
     steps: dict[str, Any] = {}
     with rundir.lock():
         start_run(rundir, command=["mascot-eval", *sys.argv[1:]], settings=run_settings, tasks=task_specs)
         click.echo(f"run directory: {rundir.path}", err=True)
         try:
-            steps["generate"] = _generate(rundir, plan, settings=settings, progress=not no_progress)
+            steps["generate"] = _generate(rundir, gen, settings=settings, progress=not no_progress)
             if not rundir.transcripts():
                 finish_run(rundir, status="failed", steps=_step_records(rundir))
                 _print_failures(rundir, steps)
@@ -148,16 +134,6 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
         _print_failures(rundir, steps)
         click.echo("some model calls failed for good; rerun the same command to retry them", err=True)
         raise SystemExit(1)
-
-
-def _panel(judge_names: list[str], settings: Any) -> list[Any] | None:
-    """The judges, loaded with their rubrics and templates (a bad judge fails here, before any write)."""
-    if _none(judge_names):
-        return None
-    from ..judges.score import Judge
-    from ..judges.specs import parse_judges
-
-    return [Judge(spec, settings) for spec in parse_judges(judge_names)]
 
 
 def _step_records(rundir) -> dict[str, Any]:
@@ -189,42 +165,12 @@ def _print_failures(rundir, steps: dict[str, Any]) -> None:
                    err=True)
 
 
-def _check_names(system_names: list[str], judge_names: list[str], metrics_list: list[str], levels: list[str]) -> None:
-    """Fail with one line on an unknown system, judge, metric or level before anything is written."""
-    from ..errors import UserError
-    from ..judges.specs import parse_judges
-    from ..metrics.compute import resolve_metrics
-    from ..systems.config import load_system_config
-
-    for name in system_names:
-        load_system_config(name)
-    if not _none(judge_names):
-        parse_judges(judge_names)
-    if not _none(metrics_list) and metrics_list != ["all"]:
-        resolve_metrics(metrics_list)
-    for lv in levels:
-        if lv not in ("agent", "group"):
-            raise UserError(f"--levels: unknown level '{lv}'; use agent, group or both")
-
-
-def _task_default(task_specs, what: str) -> list[str]:
-    """Union, in order, of what the task files name for judges or metrics."""
-    out: list[str] = []
-    for t in task_specs:
-        names = list(t.judging.judges) if what == "judges" else list(t.metrics)
-        for n in names:
-            if n not in out:
-                out.append(n)
-    return out or ["none"]
-
-
 def _generate(rundir, plan, *, settings, progress: bool) -> dict[str, Any]:
     from ..aio import run_sync
     from ..errors import UserError
     from ..systems.generate import agenerate
 
-    click.echo(f"[1/5] generate: {', '.join(plan.tasks)} x {', '.join(plan.systems)} "
-               f"({len(plan.todo)} to do, {plan.reused} done)", err=True)
+    click.echo(f"[1/5] generate: {', '.join(t.name for t in plan.tasks)} x {', '.join(plan.systems)}", err=True)
     try:
         res = run_sync(agenerate(rundir, [], [], plan=plan, settings=settings, progress=progress))
     except UserError as exc:

@@ -340,18 +340,15 @@ def records_of(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
 
 
-def _environment() -> Any:
-    from jinja2 import FileSystemLoader, StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
-
-    return SandboxedEnvironment(loader=FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True, undefined=StrictUndefined,
-                                trim_blocks=True, lstrip_blocks=True)
 
 
 def render_html(summary: dict[str, Any], transcripts: list[tuple[str, Any]], judgments: list[dict[str, Any]], *,
                 title: str, max_transcripts: int = 300, inputs: str = "", figures: bool = True) -> str:
+    from .. import templating
+
     ctx = ReportData(summary, transcripts, judgments, title=title, max_transcripts=max_transcripts, figures=figures).context()
-    return _environment().get_template(TEMPLATE).render(**ctx, inputs_hash=inputs, hash_meta=HASH_META)
+    env = templating.environment([TEMPLATE_DIR], what="report template", autoescape=True)
+    return templating.render(env, TEMPLATE, {**ctx, "inputs_hash": inputs, "hash_meta": HASH_META}, limit=None)
 
 
 def _inputs_hash(rundirs: Sequence[RunDir], summary: dict[str, Any], settings: dict[str, Any]) -> str:

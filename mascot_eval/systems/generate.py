@@ -21,21 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.client import ClientSettings
+from ..checks import GeneratePlan, Pair, check_rundir_compatible, plan_from_specs
 from ..data.context import Context
 from ..errors import UserError
-from ..fileio import read_jsonl, repair_jsonl_tail, stable_hash
+from ..fileio import read_jsonl
 from ..records.usage import Usage
 from ..runs.rundir import RunDir
 from ..taskspec import TaskSpec
 from ..transcript import make_dialogue_id
 from .base import System
-from .checkpoint import Checkpoint, load_checkpoint
-from .engine import new_state, run_dialogue
-from .factory import build_system
-from .user_sim import USER_DECODING, UserSimulator
+from .checkpoint import Checkpoint
+from .engine import run_dialogue
+from .user_sim import UserSimulator
 
-Pair = tuple[Context, "str | None"]
-repair_tail = repair_jsonl_tail  # historical name
 
 
 @dataclass
@@ -75,35 +73,14 @@ class _Job:
         return make_dialogue_id(self.task.name, self.context.id, self.profile, self.system.config.name)
 
 
-@dataclass
-class GenerationPlan:
-    """Everything a generate step will do, checked and resolved; building it writes nothing."""
-
-    jobs: list[_Job]
-    todo: list[_Job]
-    reused: int
-    systems: dict[str, Any]
-    tasks: dict[str, Any]
-    models: dict[str, Any]
-    seed: int
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def load_pairs(task: TaskSpec, data_dir: str | Path | None, limit: int | None) -> list[Pair]:
-    from ..data.loaders import load_contexts
-    from ..data.select import assign_profiles
-
-    contexts = load_contexts(task, Path(data_dir) if data_dir else None, limit=limit)
-    return list(assign_profiles(task, contexts))
-
-
 def _existing(rundir: RunDir) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for row in read_jsonl(rundir.transcripts_path):
-        if isinstance(row, dict) and "dialogue_id" in row:
+    for row in read_jsonl(rundir.transcripts_path, what="a transcripts file"):
+        if "dialogue_id" in row:
             out[row["dialogue_id"]] = row
     return out
 
@@ -113,70 +90,43 @@ def plan_generation(
     user_model: str | None = None, checkpoint: str | Checkpoint | None = None, limit: int | None = None,
     data_dir: str | Path | None = None, seed: int = 0, pairs: dict[str, list[Pair]] | None = None,
     personas_root: str | Path | None = None,
-) -> GenerationPlan:
-    """Load contexts, build and preflight every system, and compare with the run directory's
-    transcripts; raises UserError (nothing written) on any bad input or settings conflict."""
-    if not tasks:
-        raise UserError("no task given; pass --task NAME (see `mascot-eval tasks list`)")
-    if not systems:
-        raise UserError("no system given; pass --system NAME (see `mascot-eval systems list`)")
-    user_model = user_model or model
-    ckpt = load_checkpoint(checkpoint) if isinstance(checkpoint, str) else checkpoint
-    jobs: list[_Job] = []
-    sys_info: dict[str, Any] = {}
-    task_info: dict[str, Any] = {}
-    for task in tasks:
-        if pairs is not None and task.name in pairs:
-            tp = list(pairs[task.name])[: limit if limit else None]
-        else:
-            tp = load_pairs(task, data_dir, limit)
-        if not tp:
-            raise UserError(
-                f"task '{task.name}': no contexts to generate from (loader '{task.source.loader}', filters "
-                f"{task.source.filters or '{}'}); check the filters, --limit and the data dir"
-            )
-        task_info[task.name] = {"version": task.version, "content_hash": task.content_hash, "split": task.split,
-                                "domain": task.domain, "rounds": task.rounds, "contexts": len(tp), "file": task.file}
-        for name in dict.fromkeys(systems):
-            system = build_system(name, task, model=model, checkpoint=ckpt, personas_root=personas_root)
-            user = UserSimulator(task, user_model, agents=system.agents)
-            # fail on a broken template before anything is written
-            probe = new_state(task, tp[0][0], tp[0][1], system, seed=0)
-            probe.round = 1
-            user.preflight(probe)
-            system.preflight(probe)
-            chash = system.config_hash()
-            uhash = stable_hash([user_model, user.template, user.template_hash(), USER_DECODING.model_dump()])
-            info = sys_info.setdefault(system.config.name, {
-                "kind": system.kind, "file": system.config.file, "checkpoint_parts": list(system.config.checkpoint),
-                "config_hash": {}, "models": {}, "templates": {},
-            })
-            info["config_hash"][task.name] = chash
-            info["models"][task.name] = system.models
-            info["templates"] = {t: system.templates.hash(t) for t in system.used_templates()}
-            jobs.extend(_Job(task, c, p, system, user, chash, uhash) for c, p in tp)
-    jobs = list({j.dialogue_id: j for j in jobs}.values())
-    existing = _existing(rundir) if rundir.exists else {}
-    todo: list[_Job] = []
-    reused = 0
-    for job in jobs:
-        row = existing.get(job.dialogue_id)
-        if row is None:
-            todo.append(job)
-            continue
-        got = (row.get("system_config_hash"), (row.get("seeds") or {}).get("run"),
-               ((row.get("stats") or {}).get("user_sim") or {}).get("hash"))
-        want = (job.config_hash, seed, job.user_hash)
-        if got != want:
-            raise UserError(
-                f"{rundir.transcripts_path}: dialogue '{job.dialogue_id}' was generated with a different system config, "
-                f"model, user simulator or seed (config {got[0]} vs {want[0]}, seed {got[1]} vs {want[1]}); "
-                "use a new --out folder or remove that file"
-            )
-        reused += 1
-    models = {"default": model, "user": user_model, "checkpoint": str(ckpt.dir) if ckpt else None,
-              "checkpoint_hash": ckpt.hash if ckpt else None, "checkpoint_base_model": ckpt.base_model if ckpt else None}
-    return GenerationPlan(jobs, todo, reused, sys_info, task_info, models, seed)
+) -> GeneratePlan:
+    """Load contexts, build and preflight every system (:func:`mascot_eval.checks.plan_from_specs`) and
+    check the run directory's transcripts against the plan; raises UserError, writes nothing."""
+    from ..paths import data_dir as resolve_data_dir
+
+    ddir = data_dir if isinstance(data_dir, Path) or data_dir is None else Path(data_dir)
+    plan = plan_from_specs(tasks, systems, model=model, user_model=user_model, checkpoint=checkpoint, limit=limit,
+                           data_dir=resolve_data_dir(ddir) if ddir is not None else None, seed=seed, pairs=pairs,
+                           personas_root=personas_root)
+    check_rundir_compatible(rundir.path, plan)
+    return plan
+
+
+def _jobs(plan: GeneratePlan) -> list[_Job]:
+    jobs = [_Job(u.task, ctx, profile, u.system, u.user, u.config_hash, u.user_hash)
+            for u in plan.units for ctx, profile in plan.pairs[u.task.name]]
+    return list({j.dialogue_id: j for j in jobs}.values())
+
+
+def _manifest_info(plan: GeneratePlan) -> dict[str, Any]:
+    """What the manifest records about a generate plan: systems, tasks, models."""
+    systems: dict[str, Any] = {}
+    for u in plan.units:
+        system = u.system
+        info = systems.setdefault(system.config.name, {
+            "kind": system.kind, "file": system.config.file, "checkpoint_parts": list(system.config.checkpoint),
+            "config_hash": {}, "models": {}, "templates": {},
+        })
+        info["config_hash"][u.task.name] = u.config_hash
+        info["models"][u.task.name] = system.models
+        info["templates"] = {t: system.templates.hash(t) for t in system.used_templates()}
+    tasks = {t.name: {"version": t.version, "content_hash": t.content_hash, "split": t.split, "domain": t.domain,
+                      "rounds": t.rounds, "contexts": len(plan.pairs[t.name]), "file": t.file} for t in plan.tasks}
+    ck = plan.checkpoint
+    models = {"default": plan.model, "user": plan.user_model, "checkpoint": str(ck.dir) if ck else None,
+              "checkpoint_hash": ck.hash if ck else None, "checkpoint_base_model": ck.base_model if ck else None}
+    return {"systems": systems, "tasks": tasks, "models": models}
 
 
 async def agenerate(
@@ -195,33 +145,37 @@ async def agenerate(
     concurrency: int | None = None,
     pairs: dict[str, list[Pair]] | None = None,
     personas_root: str | Path | None = None,
-    plan: GenerationPlan | None = None,
+    plan: GeneratePlan | None = None,
 ) -> GenerateResult:
     t0 = time.perf_counter()
     if plan is None:
         plan = plan_generation(rundir, tasks, systems, model=model, user_model=user_model, checkpoint=checkpoint,
                                limit=limit, data_dir=data_dir, seed=seed, pairs=pairs, personas_root=personas_root)
-    seed = plan.seed
     with rundir.lock():
         return await _execute(rundir, plan, settings=settings, progress=progress, concurrency=concurrency, t0=t0)
 
 
-async def _execute(rundir: RunDir, plan: GenerationPlan, *, settings: ClientSettings | None, progress: bool,
+async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettings | None, progress: bool,
                    concurrency: int | None, t0: float) -> GenerateResult:
-    from ..runs.ledger import record_ledger
     from ..records.manifest import StepRecord
+    from ..runs.ledger import record_ledger
 
     seed = plan.seed
+    check_rundir_compatible(rundir.path, plan)  # again, under the lock: what another process finished counts
+    jobs = _jobs(plan)
+    done = set(_existing(rundir))
+    todo = [j for j in jobs if j.dialogue_id not in done]
+    reused = len(jobs) - len(todo)
     started = _now()
     rundir.update_manifest(
-        systems=plan.systems, tasks=plan.tasks, seeds={"generate": seed}, models=plan.models,
+        **_manifest_info(plan), seeds={"generate": seed},
         steps={"generate": StepRecord(status="running", started=started,
-                                      counts={"dialogues": len(plan.jobs), "reused": plan.reused}).model_dump()},
+                                      counts={"dialogues": len(jobs), "reused": reused}).model_dump()},
     )
-    result = GenerateResult(new=0, reused=plan.reused, failed=0, seconds=0.0)
+    result = GenerateResult(new=0, reused=reused, failed=0, seconds=0.0)
     tally = result.usage
     sem = asyncio.Semaphore(concurrency or (settings.max_connections if settings else 8))
-    bar = _Progress(len(plan.jobs), plan.reused, tally) if progress else None
+    bar = _Progress(len(jobs), reused, tally) if progress else None
 
     def _record_attempt(job: _Job, calls: list[Any], error: str) -> None:
         rundir.append_failure({"step": "generate", "id": job.dialogue_id, "error": error, "at": _now(),
@@ -260,7 +214,7 @@ async def _execute(rundir: RunDir, plan: GenerationPlan, *, settings: ClientSett
     try:
         if bar:
             bar.start()
-        running = [asyncio.create_task(one(j)) for j in plan.todo]
+        running = [asyncio.create_task(one(j)) for j in todo]
         try:
             await asyncio.gather(*running)
         except BaseException as exc:
@@ -279,7 +233,7 @@ async def _execute(rundir: RunDir, plan: GenerationPlan, *, settings: ClientSett
             status = "done_with_failures"
         rundir.update_manifest(steps={"generate": StepRecord(
             status=status, started=started, ended=_now(), seconds=result.seconds,
-            counts={"dialogues": len(plan.jobs), "new": result.new, "reused": plan.reused, "failed": result.failed},
+            counts={"dialogues": len(jobs), "new": result.new, "reused": reused, "failed": result.failed},
             failures=result.failures[:20],
         ).model_dump()})
         record_ledger(rundir)
