@@ -1,11 +1,10 @@
 """How generate() schedules work: dialogues admitted beyond the connections (so a free connection
-never waits for a dialogue between calls), the client SDK imported while the data loads, transcripts
-written off the event loop. Assertions are on event order and threads, never on timings."""
+never waits for a dialogue between calls) and transcripts written off the event loop. Assertions
+are on event order and threads, never on timings."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 
 from mascot_eval.backends.base import BACKENDS
@@ -76,14 +75,3 @@ def test_transcripts_are_written_by_one_writer_thread(tmp_path, fake_model, tmp_
     res = gen.generate(rd, [task()], ["zero-shot"], model=fake_model("w", responder()), pairs=pairs(5), progress=False)
     assert res.new == 5 and len(rd.transcripts()) == 5 and rd.read_manifest()["generate"]["new"] == 5
     assert len(threads) == 5 and len(set(threads)) == 1 and threads[0].startswith("transcripts")
-
-
-def test_the_sdk_of_http_specs_is_imported_in_the_background():
-    specs = ["openai-compatible/m@http://127.0.0.1:9/v1", "fake/x", "nosuch/y", "openai/gpt-4o-mini", "embedded"]
-    t = gen.prefetch_sdks(specs)
-    t.join(timeout=120)
-    assert t.modules == ["openai"]  # once; specs that do not resolve are left to planning to report
-    assert "openai" in sys.modules
-    t = gen.prefetch_sdks(["fake/x", "nosuch/y"])
-    t.join(timeout=120)
-    assert t.modules == []

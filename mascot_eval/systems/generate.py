@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import importlib
 import os
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,39 +65,6 @@ class _Job:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-class SdkPrefetch(threading.Thread):
-    """Imports the client SDKs (openai, anthropic) of some model specs in a background thread.
-
-    Started before the data loads, so the import (0.5-1.5 s) overlaps loading and planning instead
-    of running inside the first model call while every dialogue waits behind it. A spec that does
-    not resolve is skipped (planning reports it); an import error surfaces at the first call, as
-    before. ``modules`` lists the SDKs it imported.
-    """
-
-    def __init__(self, specs: Sequence[str]) -> None:
-        super().__init__(name="import-sdks", daemon=True)
-        self.specs = list(dict.fromkeys(specs))
-        self.modules: list[str] = []
-
-    def run(self) -> None:
-        from ..backends.client import make_backend
-
-        for spec in self.specs:
-            try:
-                module = getattr(make_backend(spec), "sdk_module", "")
-                if module and module not in self.modules:
-                    importlib.import_module(module)
-                    self.modules.append(module)
-            except Exception:  # noqa: BLE001  reported where it matters: planning or the first call
-                continue
-
-
-def prefetch_sdks(specs: Sequence[str]) -> SdkPrefetch:
-    t = SdkPrefetch(specs)
-    t.start()
-    return t
 
 
 def load_pairs(task: TaskSpec, data_dir: str | Path | None, limit: int | None) -> list[Pair]:
@@ -197,7 +162,6 @@ async def agenerate(
     if not systems:
         raise UserError("no system given; pass --system NAME (see `mascot-eval systems list`)")
     user_model = user_model or model
-    prefetch_sdks([model, user_model])  # overlaps the data loading below
     ckpt = load_checkpoint(checkpoint) if checkpoint else None
     jobs, sys_info, task_info = _plan(
         tasks, systems, model=model, user_model=user_model, checkpoint=ckpt, limit=limit, data_dir=data_dir,
