@@ -47,7 +47,7 @@ def scored_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 LEVELS = ("nominal", "ordinal", "interval")
-_CHUNK = 1 << 18  # replicates x (items or values) handled at once: bounded memory, arrays stay in cache
+_CHUNK = 1 << 16  # replicates x (items or values) handled at once: bounded memory, arrays stay in cache
 
 
 def _replicate_items(n_items: int, n_boot: int, seed: int, chunk: int | None = None) -> Iterator[np.ndarray]:
@@ -146,16 +146,24 @@ def krippendorff_alpha(matrix: np.ndarray, level: str = "interval", *, n_boot: i
     n = int(m.shape[1])
     if n < 2:
         return float("nan"), float("nan"), float("nan"), n
-    items = _AlphaItems(m)
-    point = float(items.alpha(level, np.ones((1, n)))[0])
-    if point != point or n_boot <= 0:
-        return point, float("nan"), float("nan"), n
-    reps = []
     with one_blas_thread():  # small products: BLAS threads would cost more than they compute
-        for part in _replicate_items(n, n_boot, seed, chunk=max(1, _CHUNK // max(n, items.values.size))):
-            offset = (np.arange(len(part)) * n)[:, None]  # replicate b counts into row b
-            w = np.bincount((part + offset).ravel(), minlength=len(part) * n).reshape(len(part), n)
-            reps.append(items.alpha(level, w))
+        items = _AlphaItems(m)
+        point = float(items.alpha(level, np.ones((1, n)))[0])
+        if point != point or n_boot <= 0:
+            return point, float("nan"), float("nan"), n
+        step = max(1, _CHUNK // max(n, items.values.size))
+        # buffers reused across chunks: fresh multi-megabyte arrays cost more in page faults than the sums
+        offset = (np.arange(step) * n)[:, None]  # replicate b of a chunk counts into row b
+        counts = np.zeros(step * n, dtype=np.int64)
+        weights = np.empty((step, n))
+        reps = []
+        for part in _replicate_items(n, n_boot, seed, chunk=step):
+            k = len(part)
+            part += offset[:k]
+            counts[: k * n] = 0
+            np.add.at(counts, part.ravel(), 1)
+            np.copyto(weights[:k], counts[: k * n].reshape(k, n))
+            reps.append(items.alpha(level, weights[:k]))
     r = np.concatenate(reps)
     r = r[~np.isnan(r)]
     if r.size == 0:
