@@ -50,8 +50,27 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return runner.run(main())
     except BaseException:
-        # an interrupted or failed run may leave tasks behind: close the loop (cancelling them) so the
-        # next call starts clean
+        # an interrupted or failed run may leave tasks behind: cancel them and let them unwind (their
+        # cleanup records what finished), then close the loop, so the next call starts clean
         _RUNNERS.runner = None
-        runner.close()
+        _drain(runner)
         raise
+
+
+def _drain(runner: asyncio.Runner) -> None:
+    loop = runner.get_loop()
+    pending = {t for t in asyncio.all_tasks(loop) if not t.done()}
+    for _ in range(10):  # a task may raise KeyboardInterrupt again while it unwinds: go on until all are done
+        if not pending:
+            break
+        for t in pending:
+            t.cancel()
+        try:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        except BaseException:  # noqa: BLE001 - keep unwinding the others
+            pass
+        pending = {t for t in pending if not t.done()}
+    try:
+        runner.close()
+    except BaseException:  # noqa: BLE001 - the loop is closed either way
+        pass

@@ -94,19 +94,124 @@ def test_human_agreement():
     assert row.value == pytest.approx(spearmanr([2, 2, 3, 4, 5, 3], [1, 2, 3.5, 4, 5, 2.5]).statistic)
 
 
-@pytest.mark.parametrize("level", ["ordinal", "interval"])
-def test_bootstrap_alpha_formula_matches_package(level):
-    """The coincidence-matrix alpha used for bootstrap replicates equals the krippendorff package."""
+def _matrix(rng, raters, items, values, missing=0.15):
+    m = rng.choice(values, size=(raters, items)).astype(float)
+    m[rng.random(m.shape) < missing] = np.nan
+    return m
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
+def test_alpha_equals_krippendorff_package(level):
+    """Point values equal the package on integer and fractional ratings, 2-5 raters, missing values
+    (items with fewer than two ratings included: they are not pairable and drop out)."""
     import krippendorff
 
-    from mascot_eval.judges.agreement import _alpha_from_coincidence, _coincidences
-
     rng = np.random.default_rng(7)
-    for _ in range(5):
-        m = rng.integers(1, 6, size=(3, 30)).astype(float)
-        m[rng.random(m.shape) < 0.15] = np.nan
-        m = m[:, (~np.isnan(m)).sum(axis=0) >= 2]
-        o, values = _coincidences(m)
-        assert _alpha_from_coincidence(o.sum(axis=0), values, level) == pytest.approx(
-            krippendorff.alpha(reliability_data=m, level_of_measurement=level), abs=1e-9
-        )
+    domains = [np.arange(1, 6), np.arange(1, 6), np.array([1.0, 1.5, 2.0, 3.25, 4.0, 5.0]), np.arange(0, 40) / 4.0]
+    for raters, items, values in [(2, 20, domains[0]), (3, 30, domains[1]), (4, 25, domains[2]), (5, 60, domains[3])]:
+        m = _matrix(rng, raters, items, values)
+        want = krippendorff.alpha(reliability_data=m, level_of_measurement=level)
+        assert krippendorff_alpha(m, level, n_boot=0)[0] == pytest.approx(want, abs=1e-10)
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
+def test_bootstrap_replicates_equal_the_package_on_resampled_items(level):
+    """Each bootstrap replicate equals the package run on that replicate's resampled items
+    (the naive loop), so the interval is the package's percentile interval."""
+    import krippendorff
+
+    from mascot_eval.judges.agreement import _replicate_items
+
+    rng = np.random.default_rng(3)
+    m = _matrix(rng, 3, 25, np.arange(1, 6))
+    m = m[:, (~np.isnan(m)).sum(axis=0) >= 2]
+    value, lo, hi, n = krippendorff_alpha(m, level, n_boot=40, seed=5)
+    naive = []
+    for idx in np.concatenate(list(_replicate_items(m.shape[1], 40, seed=5, chunk=7))):
+        r = m[:, idx]
+        vals = r[~np.isnan(r)]
+        naive.append(np.nan if np.unique(vals).size < 2 else krippendorff.alpha(reliability_data=r, level_of_measurement=level))
+    naive = np.asarray(naive)
+    naive = naive[~np.isnan(naive)]
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(naive, [0.025, 0.975])), abs=1e-10)
+    assert n == m.shape[1] and lo <= value <= hi
+
+
+def _direct_alpha(m: np.ndarray, level: str) -> float:
+    """Krippendorff's alpha straight from its definition, one value pair at a time (O(n^2))."""
+    units = [col[~np.isnan(col)] for col in m.T]
+    units = [u for u in units if len(u) >= 2]
+    pooled = np.concatenate(units)
+    if level == "ordinal":  # the ordinal distance is the squared distance of mid-ranks in the pooled values
+        from scipy.stats import rankdata
+
+        ranks = rankdata(pooled)
+        lookup = dict(zip(pooled.tolist(), ranks.tolist()))
+        units = [np.array([lookup[v] for v in u.tolist()]) for u in units]
+        pooled = ranks
+    n = len(pooled)
+    d_o = sum(float(((u[:, None] - u[None, :]) ** 2).sum()) / (len(u) - 1) for u in units) / n
+    d_e = sum(float(((pooled[i] - pooled) ** 2).sum()) for i in range(n)) / (n * (n - 1))
+    return 1.0 - d_o / d_e
+
+
+def test_alpha_continuous_ratings_against_nltk_and_the_definition():
+    """Ratings with as many distinct values as ratings: interval alpha equals nltk's and the
+    pair-by-pair definition; ordinal alpha equals the definition (mid-rank distances)."""
+    from nltk.metrics.agreement import AnnotationTask
+    from nltk.metrics.distance import interval_distance
+
+    rng = np.random.default_rng(11)
+    truth = rng.normal(50, 15, size=60)
+    m = np.vstack([truth + rng.normal(0, 6, size=60) for _ in range(3)])
+    m[0, 5] = m[2, 9] = np.nan
+    assert np.unique(m[~np.isnan(m)]).size == 178
+    data = [(f"r{r}", f"i{i}", float(m[r, i])) for r in range(3) for i in range(60) if not np.isnan(m[r, i])]
+    ref = AnnotationTask(data=data, distance=interval_distance).alpha()
+    assert krippendorff_alpha(m, "interval", n_boot=0)[0] == pytest.approx(ref, abs=1e-9)
+    assert krippendorff_alpha(m, "interval", n_boot=0)[0] == pytest.approx(_direct_alpha(m, "interval"), abs=1e-10)
+    assert krippendorff_alpha(m, "ordinal", n_boot=0)[0] == pytest.approx(_direct_alpha(m, "ordinal"), abs=1e-10)
+
+
+def test_alpha_of_thousands_of_distinct_values_builds_no_value_pair_matrix():
+    """6,000 distinct ratings: a values x values matrix alone would take 288 MB (the package and a
+    per-item coincidence array need far more); alpha and a 200-replicate bootstrap stay small."""
+    import tracemalloc
+
+    rng = np.random.default_rng(2)
+    truth = rng.normal(0, 1, size=2000)
+    m = np.vstack([truth + rng.normal(0, 0.5, size=2000) for _ in range(3)])
+    tracemalloc.start()
+    try:
+        res = {lvl: krippendorff_alpha(m, lvl, n_boot=200) for lvl in ("interval", "ordinal")}
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * 2**20
+    sub = m[:, :150]  # the definition on a sample of the same data
+    assert krippendorff_alpha(sub, "interval", n_boot=0)[0] == pytest.approx(_direct_alpha(sub, "interval"), abs=1e-10)
+    for lvl, (v, lo, hi, n) in res.items():
+        assert n == 2000 and lo <= v <= hi and 0.7 < v < 0.9, (lvl, v, lo, hi)
+
+
+def test_alpha_refuses_an_unknown_level():
+    with pytest.raises(ValueError, match="nominal, ordinal or interval"):
+        krippendorff_alpha(np.array([[1.0, 2.0], [1.0, 3.0]]), "ratio")
+
+
+def test_alpha_bootstrap_runs_with_one_blas_thread(monkeypatch):
+    """The replicate products run with BLAS pinned to one thread (threads would only contend)."""
+    from threadpoolctl import threadpool_info
+
+    from mascot_eval.judges import agreement
+
+    seen = []
+    orig = agreement._AlphaItems.alpha
+
+    def spy(self, level, weights):
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return orig(self, level, weights)
+
+    monkeypatch.setattr(agreement._AlphaItems, "alpha", spy)
+    krippendorff_alpha(np.array([[1, 2, 3, 4, 5], [1, 2, 3, 5, 5]], dtype=float), "interval", n_boot=20)
+    assert seen[0] >= 1 and seen[1:] == [1] * (len(seen) - 1) and len(seen) >= 2

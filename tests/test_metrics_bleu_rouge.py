@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rouge_score import rouge_scorer
 
-from mascot_eval.metrics.bleu import bleu_jobs, nltk_sentence_bleu, self_bleu_groups
+from mascot_eval.metrics.bleu import bleu_jobs, nltk_sentence_bleu, self_bleu_groups, self_bleu_jobs
 from mascot_eval.metrics.compute import compute
 from mascot_eval.metrics.ngrams import NgramIndex
 from mascot_eval.metrics.rouge import RougeL, lcs_length
@@ -105,6 +105,56 @@ def test_self_bleu_groups():
     out = self_bleu_groups(toks, [[0, 1], [0, 1, 2]])
     assert out[0][0] == pytest.approx(0.3976353643835253) and out[0][1] == pytest.approx(0.3976353643835253)
     assert out[1][2] == 0.0
+
+
+def _group_with_ties(seed: int, size: int, max_len: int = 12) -> list[list[str]]:
+    """``size`` short texts over a small vocabulary, with exact duplicates and one text holding a
+    unique maximum count, so every leave-one-out case (shared maximum, sole maximum, below) occurs."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(8)]
+    out = [[vocab[i] for i in rng.integers(0, len(vocab), int(rng.integers(0, max_len + 1)))] for _ in range(size)]
+    if size >= 4:
+        out[1] = list(out[0])  # a duplicate: the maximum is shared
+        out[2] = ["w0"] * (max_len + 3)  # the sole maximum count of "w0", "w0 w0", ...
+        out[3] = []  # an empty text
+    return out
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 10, 100, 250])
+def test_self_bleu_jobs_equals_nltk_at_group_sizes(size):
+    toks = _group_with_ties(size, size, max_len=6 if size > 100 else 12)
+    ours = self_bleu_jobs(NgramIndex(toks), [list(range(size))])
+    assert len(ours) == size
+    for i, v in enumerate(ours):
+        assert abs(v - nltk_sentence_bleu(toks[i], [toks[j] for j in range(size) if j != i])) <= 1e-12
+
+
+@pytest.mark.slow
+def test_self_bleu_1000_group_equals_nltk():
+    """One group of 1,000 short texts against a plain nltk loop (about half a CPU-minute of nltk)."""
+    toks = _group_with_ties(1000, 1000, max_len=5)
+    ours = self_bleu_jobs(NgramIndex(toks), [list(range(1000))])
+    ref = [nltk_sentence_bleu(toks[i], toks[:i] + toks[i + 1:]) for i in range(1000)]
+    assert float(np.max(np.abs(ours - np.asarray(ref)))) <= 1e-12
+    assert 0.0 < float(np.mean(ref)) < 1.0
+
+
+def test_self_bleu_jobs_equals_bleu_jobs_on_many_groups():
+    """Many groups at once (sizes 2..40, a text in several groups, a text twice in one group):
+    the leave-one-out route equals the general per-reference route."""
+    toks = _random_corpus(11, 300) + [["w1", "w1", "w1", "w1", "w1", "w2"], ["w1", "w1", "w1", "w1", "w1", "w2"]]
+    idx = NgramIndex(toks)
+    rng = np.random.default_rng(12)
+    groups = [[int(x) for x in rng.integers(0, len(toks), int(rng.integers(2, 41)))] for _ in range(120)]
+    groups += [[300, 301], [300, 301, 5], [300, 300, 7, 7, 7], [3, 3]]
+    hyps = [i for g in groups for i in g]
+    refs = [g[:k] + g[k + 1:] for g in groups for k in range(len(g))]
+    want = bleu_jobs(idx, hyps, refs)
+    got = self_bleu_jobs(idx, groups)
+    assert got.shape == want.shape and float(np.max(np.abs(got - want))) <= 1e-12
+    assert self_bleu_jobs(idx, []).shape == (0,)
+    with pytest.raises(ValueError, match="two members"):
+        self_bleu_jobs(idx, [[0, 1], [2]])
 
 
 def test_lcs_by_hand_and_against_dynamic_programming():

@@ -3,7 +3,8 @@
 Items are what a judge scores once: (dialogue, agent) at the agent level, the dialogue at the
 group level. Statistics, each with a percentile bootstrap interval over items and its n:
 
-- Krippendorff's alpha, ordinal and interval (the ``krippendorff`` package; missing scores allowed),
+- Krippendorff's alpha, ordinal and interval (equal to the ``krippendorff`` package, computed from
+  per-item sums so continuous ratings need no values x values matrix; missing scores allowed),
 - pairwise Spearman correlations between judges (scipy).
 
 Only *scored* rows enter; unscored ones are missing values, never zeros. ``overall`` is the mean of
@@ -13,15 +14,14 @@ a level's criteria for items where a judge scored every criterion.
 from __future__ import annotations
 
 import itertools
-import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..criteria import criteria_for
-from ..stats.bootstrap import bootstrap_mean, bootstrap_statistic
+from ..stats.bootstrap import bootstrap_mean, one_blas_thread
 from .run import latest_judgments
 
 COLUMNS = ["level", "criterion", "statistic", "judges", "value", "lo", "hi", "n_items", "n_judges"]
@@ -46,79 +46,127 @@ def scored_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _alpha(matrix: np.ndarray, level: str) -> float:
-    import krippendorff
-
-    pairable = (~np.isnan(matrix)).sum(axis=0) >= 2
-    m = matrix[:, pairable]
-    if m.shape[1] < 2:
-        return float("nan")
-    vals = m[~np.isnan(m)]
-    if np.unique(vals).size < 2:
-        return float("nan")  # no variation: alpha is undefined
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return float(krippendorff.alpha(reliability_data=m, level_of_measurement=level))
-        except (ValueError, ZeroDivisionError):
-            return float("nan")
+LEVELS = ("nominal", "ordinal", "interval")
+_CHUNK = 1 << 16  # replicates x (items or values) handled at once: bounded memory, arrays stay in cache
 
 
-def _coincidences(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-item coincidence matrices (items x V x V) of a raters x items matrix, and the value domain."""
-    values = np.unique(m[~np.isnan(m)])
-    counts = np.stack([(m == v).sum(axis=0) for v in values], axis=1).astype(float)  # items x V
-    mu = counts.sum(axis=1)
-    pair = counts[:, :, None] * counts[:, None, :]
-    pair[:, np.arange(values.size), np.arange(values.size)] -= counts
-    with np.errstate(divide="ignore", invalid="ignore"):
-        o = pair / np.where(mu > 1, mu - 1, np.inf)[:, None, None]
-    return o, values
+def _replicate_items(n_items: int, n_boot: int, seed: int, chunk: int | None = None) -> Iterator[np.ndarray]:
+    """The resampled item indices of the bootstrap replicates, ``chunk`` replicates (rows) at a time.
+
+    One generator draws n_items indices per replicate in replicate order, so the replicates do
+    not depend on the chunk size."""
+    rng = np.random.default_rng(seed)
+    step = chunk or n_boot
+    for start in range(0, n_boot, step):
+        yield rng.integers(0, n_items, size=(min(step, n_boot - start), n_items))
 
 
-def _alpha_from_coincidence(o: np.ndarray, values: np.ndarray, level: str) -> float:
-    """Krippendorff's alpha from a coincidence matrix (Krippendorff 2011, 'Computing Krippendorff's alpha')."""
-    nc = o.sum(axis=1)
-    n = nc.sum()
-    if n <= 1 or (nc > 0).sum() < 2:
-        return float("nan")
-    if level == "interval":
-        delta = (values[:, None] - values[None, :]) ** 2
-    elif level == "ordinal":
-        cum = np.cumsum(nc)
-        lo = np.minimum.outer(np.arange(values.size), np.arange(values.size))
-        hi = np.maximum.outer(np.arange(values.size), np.arange(values.size))
-        between = cum[hi] - np.where(lo > 0, cum[np.maximum(lo - 1, 0)], 0.0)
-        delta = (between - (nc[:, None] + nc[None, :]) / 2.0) ** 2
-    else:
-        raise ValueError(level)
-    d_o = (o * delta).sum() / n
-    d_e = (np.outer(nc, nc) * delta).sum() / (n * (n - 1))
-    return float(1.0 - d_o / d_e) if d_e > 0 else float("nan")
+class _AlphaItems:
+    """The pairable items of a raters x items matrix, reduced once to the per-item totals that
+    Krippendorff's alpha needs; :meth:`alpha` then takes any item weights (a replicate that draws
+    item u w times has weight w) for many replicates at once.
+
+    No values x values (coincidence) matrix is built: with D_o = 1/n sum_u 1/(m_u - 1) sum_{i != j in u}
+    delta and D_e = 1/(n (n - 1)) sum_{i != j} delta over all n pairable values (Krippendorff 2011),
+    the squared-difference metric gives sum_{i != j} (v_i - v_j)^2 = 2 m sum (v - mean)^2 for any
+    m values, so each sum is a weighted sum of per-item totals: one matrix product of the
+    replicate weights with those totals. The ordinal metric is the squared difference of mid-ranks
+    in the pooled values (sum of n_g from c to k minus (n_c + n_k) / 2 = midrank(k) - midrank(c)),
+    i.e. the interval formula on mid-ranks, re-ranked per replicate from its weighted value counts;
+    nominal uses sum_{i != j} [v_i != v_j] = m^2 - sum_c m_c^2. Memory grows with replicates x
+    (items + distinct values), never with distinct values squared.
+    """
+
+    def __init__(self, m: np.ndarray) -> None:
+        import scipy.sparse as sp
+
+        ok = ~np.isnan(m)
+        item, _ = np.nonzero(ok.T)  # pairable values, item by item
+        vals = m.T[ok.T]
+        self.values, cls = np.unique(vals, return_inverse=True)
+        self.n_items = n_items = m.shape[1]
+        self.per_item = per_item = ok.sum(axis=0).astype(float)
+        counts = sp.csr_matrix((np.ones(len(vals)), (item, cls)), shape=(n_items, self.values.size))
+        counts.sum_duplicates()
+        self.counts = counts  # items x values
+        self.counts_t = counts.T.tocsr()
+        # nominal: sum over ordered pairs of unequal values within an item, / (m_u - 1)
+        nominal = (per_item**2 - np.asarray(counts.multiply(counts).sum(axis=1)).ravel()) / (per_item - 1)
+        # interval: centred values (no precision lost to a large mean), their per-item sums and the
+        # within-item sum of squared differences over ordered pairs, / (m_u - 1)
+        v = vals - vals.mean()
+        s1 = np.bincount(item, weights=v, minlength=n_items)
+        dev = v - (s1 / per_item)[item]
+        within = 2.0 * per_item * np.bincount(item, weights=dev * dev, minlength=n_items) / (per_item - 1)
+        s2 = np.bincount(item, weights=v * v, minlength=n_items)
+        self.totals = np.column_stack([per_item, nominal, within, s1, s2])  # items x 5
+
+    def alpha(self, level: str, weights: np.ndarray) -> np.ndarray:
+        """Alpha for each row of ``weights`` (replicates x items); NaN where the values do not vary."""
+        w = np.asarray(weights, dtype=float)
+        n, nominal, within, t1, t2 = (w @ self.totals).T  # the one product over items
+        nc = np.asarray(self.counts_t @ w.T).T  # replicates x values: weighted count of each value
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if level == "nominal":
+                d_o = nominal / n
+                d_e = (n**2 - (nc**2).sum(axis=1)) / (n * (n - 1))
+            elif level == "interval":
+                d_o = within / n
+                d_e = 2.0 * (n * t2 - t1 * t1) / (n * (n - 1))
+            elif level == "ordinal":
+                rank = np.cumsum(nc, axis=1) - nc / 2.0  # mid-rank of each value, up to a constant; exact halves
+                r1 = np.asarray(self.counts @ rank.T).T  # replicates x items: sums of an item's mid-ranks
+                r2 = np.asarray(self.counts @ (rank * rank).T).T
+                d_o = (w * (2.0 * (self.per_item * r2 - r1 * r1) / (self.per_item - 1))).sum(axis=1) / n
+                u1, u2 = (nc * rank).sum(axis=1), (nc * rank * rank).sum(axis=1)
+                d_e = 2.0 * (n * u2 - u1 * u1) / (n * (n - 1))
+            else:
+                raise ValueError(f"alpha level '{level}': use nominal, ordinal or interval")
+            out = 1.0 - d_o / d_e
+        varies = (nc > 0).sum(axis=1) >= 2
+        out[~varies | ~(n > 1) | ~(d_e > 0)] = np.nan
+        return out
 
 
 def krippendorff_alpha(matrix: np.ndarray, level: str = "interval", *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float, int]:
     """Alpha of a raters x items matrix (NaN = missing) with a bootstrap CI over items; n = pairable items.
 
-    The point value comes from the ``krippendorff`` package; bootstrap replicates re-sum per-item
-    coincidence matrices (the same statistic, computed without re-running the package each time).
+    ``level``: nominal, ordinal or interval. Values equal the ``krippendorff`` package (tested), for
+    any number of distinct values (continuous ratings included): no values x values matrix is built
+    (see :class:`_AlphaItems`). Replicates resample items with replacement; all of them are one
+    matrix product of replicate weights with per-item sums (in chunks of replicates, with one BLAS
+    thread), not a loop over replicates.
+    Undefined replicates (no variation) are dropped; alpha without variation is NaN, never 1.
     """
+    if level not in LEVELS:
+        raise ValueError(f"alpha level '{level}': use nominal, ordinal or interval")
     matrix = np.asarray(matrix, dtype=float)
     pairable = (~np.isnan(matrix)).sum(axis=0) >= 2
     m = matrix[:, pairable]
     n = int(m.shape[1])
     if n < 2:
         return float("nan"), float("nan"), float("nan"), n
-    point = _alpha(m, level)
-    o, values = _coincidences(m)
-    rng = np.random.default_rng(seed)
-    reps = []
-    for _ in range(n_boot):
-        w = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(float)
-        reps.append(_alpha_from_coincidence(np.tensordot(w, o, axes=1), values, level))
-    r = np.asarray(reps)
+    with one_blas_thread():  # small products: BLAS threads would cost more than they compute
+        items = _AlphaItems(m)
+        point = float(items.alpha(level, np.ones((1, n)))[0])
+        if point != point or n_boot <= 0:
+            return point, float("nan"), float("nan"), n
+        step = max(1, _CHUNK // max(n, items.values.size))
+        # buffers reused across chunks: fresh multi-megabyte arrays cost more in page faults than the sums
+        offset = (np.arange(step) * n)[:, None]  # replicate b of a chunk counts into row b
+        counts = np.zeros(step * n, dtype=np.int64)
+        weights = np.empty((step, n))
+        reps = []
+        for part in _replicate_items(n, n_boot, seed, chunk=step):
+            k = len(part)
+            part += offset[:k]
+            counts[: k * n] = 0
+            np.add.at(counts, part.ravel(), 1)
+            np.copyto(weights[:k], counts[: k * n].reshape(k, n))
+            reps.append(items.alpha(level, weights[:k]))
+    r = np.concatenate(reps)
     r = r[~np.isnan(r)]
-    if r.size == 0 or point != point:
+    if r.size == 0:
         return point, float("nan"), float("nan"), n
     lo, hi = np.quantile(r, [0.025, 0.975])
     return point, float(lo), float(hi), n

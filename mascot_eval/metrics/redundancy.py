@@ -12,7 +12,7 @@ import numpy as np
 
 from . import register
 from .base import Metric, Rows
-from .bleu import bleu_jobs
+from .bleu import self_bleu_jobs
 from .context import MetricContext, TurnRef
 
 
@@ -39,16 +39,11 @@ def _multi_agent_rounds(ctx: MetricContext, name: str) -> list[tuple[int, int, l
 
 def _selfbleu(ctx: MetricContext) -> Rows:
     rounds = _multi_agent_rounds(ctx, "inter_agent_selfbleu")
-    hyps, refs, owner = [], [], []
-    for k, (_, _, agents) in enumerate(rounds):
-        ids = [a.text_id for a in agents]
-        for i in range(len(ids)):
-            hyps.append(ids[i])
-            refs.append(ids[:i] + ids[i + 1 :])
-            owner.append(k)
-    vals = bleu_jobs(ctx.ngrams, hyps, refs)
-    sums = np.bincount(np.asarray(owner, dtype=np.int64), weights=vals, minlength=len(rounds))
-    counts = np.bincount(np.asarray(owner, dtype=np.int64), minlength=len(rounds))
+    groups = [[a.text_id for a in agents] for _, _, agents in rounds]
+    vals = self_bleu_jobs(ctx.ngrams, groups)
+    owner = np.repeat(np.arange(len(rounds), dtype=np.int64), [len(g) for g in groups])
+    sums = np.bincount(owner, weights=vals, minlength=len(rounds))
+    counts = np.bincount(owner, minlength=len(rounds))
     rows = Rows()
     for k, (ti, rnd, _) in enumerate(rounds):
         rows.add(ti, sums[k] / counts[k], round=rnd)

@@ -16,6 +16,7 @@ import asyncio
 import datetime as _dt
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,8 +175,18 @@ async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettin
     )
     result = GenerateResult(new=0, reused=reused, failed=0, seconds=0.0)
     tally = result.usage
-    sem = asyncio.Semaphore(concurrency or (settings.max_connections if settings else 8))
+    # Dialogues admitted at once: twice the connections, so that while one dialogue is between calls
+    # (parsing an answer, rendering its next prompt, writing its transcript) another one's call is
+    # already waiting for the free connection; the client's semaphore still caps calls in flight.
+    connections = settings.max_connections if settings else 8
+    sem = asyncio.Semaphore(concurrency or 2 * connections)
     bar = _Progress(len(jobs), reused, tally) if progress else None
+    loop = asyncio.get_running_loop()
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcripts")  # one writer: whole lines, in order
+
+    def write(t: Any) -> None:  # in the writer thread; counted once the line is on disk
+        rundir.append_transcript(t)
+        result.new += 1
 
     def _record_attempt(job: _Job, calls: list[Any], error: str) -> None:
         rundir.append_failure({"step": "generate", "id": job.dialogue_id, "error": error, "at": _now(),
@@ -205,10 +216,11 @@ async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettin
                     _record_attempt(job, calls, f"interrupted: {type(exc).__name__}")
                 raise
             t.stats["user_sim"] = {"model": job.user.model, "template": job.user.template, "hash": job.user_hash}
-            rundir.append_transcript(t)
-            result.new += 1
-            if bar:
-                bar.advance()
+        # the append (with fsync) runs in the writer thread, not in the event loop, once the slot is free;
+        # shielded: a stopped run still writes a dialogue that finished
+        await asyncio.shield(loop.run_in_executor(writer, write, t))
+        if bar:
+            bar.advance()
 
     status = "done"
     try:
@@ -226,6 +238,7 @@ async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettin
             await asyncio.gather(*running, return_exceptions=True)
             raise
     finally:
+        writer.shutdown(wait=True)  # every transcript handed to the writer is on disk before the manifest says so
         if bar:
             bar.stop()
         result.seconds = round(time.perf_counter() - t0, 3)
