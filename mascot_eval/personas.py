@@ -47,22 +47,27 @@ def _groups_file(root: Path) -> Path:
 
 
 @lru_cache(maxsize=8)
-def _load_all(root_str: str) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
-    root = Path(root_str)
+def _load_all(roots: tuple[str, ...]) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
+    """Cards and groups of the persona folders ``roots`` (highest priority first; a higher folder's card
+    or group overrides a lower one's of the same id or name)."""
     cards: dict[str, PersonaCard] = {}
-    for path in sorted(root.glob("*.yaml")):
-        if path.name == "groups.yaml":
-            continue
-        card = load_model(path, PersonaCard)
-        if card.id != path.stem:
-            raise UserError(f"{path}: field 'id' is {card.id!r} but the file is named {path.stem!r}; make them equal")
-        cards[card.id] = card
+    raw_groups: dict[str, tuple[Path, object]] = {}
+    for root in map(Path, reversed(roots)):
+        for path in sorted(root.glob("*.yaml")):
+            if path.name == "groups.yaml":
+                continue
+            card = load_model(path, PersonaCard)
+            if card.id != path.stem:
+                raise UserError(f"{path}: field 'id' is {card.id!r} but the file is named {path.stem!r}; make them equal")
+            cards[card.id] = card
+        gpath = _groups_file(root)
+        raw = load_yaml(gpath) if gpath.exists() else {}
+        if not isinstance(raw, dict):
+            raise UserError(f"{gpath}: expected a mapping of group name -> group")
+        raw_groups.update({name: (gpath, body) for name, body in raw.items()})
+    root = Path(roots[0])
     groups: dict[str, PersonaGroup] = {}
-    gpath = _groups_file(root)
-    raw = load_yaml(gpath) if gpath.exists() else {}
-    if not isinstance(raw, dict):
-        raise UserError(f"{gpath}: expected a mapping of group name -> group")
-    for name, body in raw.items():
+    for name, (gpath, body) in raw_groups.items():
         if not isinstance(body, dict):
             raise UserError(f"{gpath}: group '{name}' must be a mapping with 'members'")
         from pydantic import ValidationError
@@ -82,7 +87,8 @@ def _load_all(root_str: str) -> tuple[dict[str, PersonaCard], dict[str, PersonaG
 
 
 def load_personas(root: str | Path | None = None) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
-    return _load_all(str(Path(root) if root else paths.personas_dir()))
+    """Cards and groups of ``root``, or by default of tasks/personas/ in the user folder and the shipped data."""
+    return _load_all((str(Path(root)),) if root else tuple(str(d) for d in paths.personas_dirs()))
 
 
 def get_group(name: str, root: str | Path | None = None) -> tuple[PersonaGroup, list[PersonaCard]]:

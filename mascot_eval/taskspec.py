@@ -86,8 +86,9 @@ class TaskSpec(BaseModel):
 
 
 def task_files(root: str | Path | None = None) -> dict[str, Path]:
-    root = Path(root) if root else paths.tasks_dir()
-    return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+    if not root:
+        return paths.entries("tasks")  # the user folder's tasks override the shipped ones by name
+    return {p.stem: p for p in sorted(Path(root).glob("*.yaml"))}
 
 
 def load_task_file(path: str | Path) -> TaskSpec:

@@ -25,7 +25,7 @@ from ..errors import UserError
 from .context import Context, HumanTurn
 from .loaders import LOADERS, LoadedSource, Loader, SourceRef
 from .sources import locate
-from .valence import load_valence_table
+from .valence import default_table_path, load_valence_table
 
 HEADER = "conv_id,utterance_idx,context,prompt,speaker_idx,utterance,selfeval,tags"
 N_FIELDS = 8
@@ -141,7 +141,7 @@ class EmpatheticDialoguesLoader(Loader):
         "emotion": ("one of the 32 emotion labels", lambda c: c.emotion),
     }
     options = {
-        "valence_table": ("label,valence CSV; relative paths are resolved in the tasks folder", None),
+        "valence_table": ("label,valence CSV; relative paths are resolved beside the task file, then in the tasks folders", None),
     }
 
     def read(self, ref: SourceRef) -> LoadedSource:
@@ -150,12 +150,12 @@ class EmpatheticDialoguesLoader(Loader):
         opts = self.check_options(ref)
         table_opt = opts["valence_table"]
         if table_opt is None:
-            table_path = paths.tasks_dir() / "data" / "ed_valence.csv"
+            table_path = default_table_path()
         else:
             table_path = Path(table_opt)
-            if not table_path.is_absolute():
-                base = ref.task_file.parent if ref.task_file else paths.tasks_dir()
-                table_path = base / table_path
+            if not table_path.is_absolute():  # beside the task file, then in tasks/ (user folder, shipped)
+                bases = [*([ref.task_file.parent] if ref.task_file else []), *paths.dirs("tasks")]
+                table_path = next((b / table_path for b in bases if (b / table_path).is_file()), bases[0] / table_path)
         valence = load_valence_table(table_path)
         found = locate(self.name, ref.path or self.default_path, ref.data_dir)
         contexts, quirks = parse_ed_csv(found.path, valence, str(table_path))

@@ -70,7 +70,9 @@ def _task_relative(ref: SourceRef, path: str) -> Path:
     if not p.is_absolute():
         from .. import paths
 
-        p = (ref.task_file.parent if ref.task_file else paths.tasks_dir()) / p
+        # beside the task file, then in tasks/ of the user folder and of the shipped data
+        candidates = [*([ref.task_file.parent / p] if ref.task_file else []), *(d / p for d in paths.dirs("tasks"))]
+        p = next((c for c in candidates if c.is_file()), candidates[0])
     if not p.is_file():
         raise UserError(f"{p}: context file not found; fix field 'source.path' in {ref.where}")
     return p

@@ -136,9 +136,9 @@ def _form_html(root: Path, title: str, dialogues, rubrics, salt: str) -> str:
     from jinja2.sandbox import SandboxedEnvironment
     from markupsafe import Markup
 
-    from .templates import template_dir
+    from .templates import template_dir, template_dirs
 
-    env = SandboxedEnvironment(loader=jinja2.FileSystemLoader(str(template_dir(root))), autoescape=True,
+    env = SandboxedEnvironment(loader=jinja2.FileSystemLoader([str(d) for d in template_dirs(root)]), autoescape=True,
                                undefined=jinja2.StrictUndefined)
 
     def js(obj: Any) -> Markup:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .. import paths
 from ..criteria import criteria_for
 from ..errors import UserError
 from ..yamlfile import load_model
@@ -62,10 +63,17 @@ def _load(path_str: str, mtime: float) -> Rubric:
     return rubric
 
 
+def rubric_path(root: Path, filename: str) -> Path:
+    """``rubrics/<filename>``: in ``root`` if it is a folder given by path, then in the user folder's and the
+    shipped judges/ (the first that exists; else the first candidate)."""
+    candidates = [d / "rubrics" / filename for d in paths.search("judges", root)]
+    return next((c for c in candidates if c.is_file()), candidates[0])
+
+
 def load_rubric(root: Path, filename: str, level: str) -> Rubric:
-    path = root / "rubrics" / filename
+    path = rubric_path(root, filename)
     if not path.is_file():
-        raise UserError(f"{path}: rubric file not found; judge specs name rubrics relative to {root / 'rubrics'}")
+        raise UserError(f"{path}: rubric file not found; judge specs name rubrics relative to {path.parent}")
     rubric = _load(str(path), path.stat().st_mtime)
     if rubric.level != level:
         raise UserError(f"{path}: field 'level' is '{rubric.level}' but it is used as the {level}-level rubric")

@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
+from .. import paths
 from ..errors import UserError
 
 OPEN = "<<<DATA id={nonce}>>>"
@@ -36,9 +37,9 @@ def make_nonce(*parts: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _env(root: str) -> SandboxedEnvironment:
+def _env(dirs: tuple[str, ...]) -> SandboxedEnvironment:
     return SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(root),
+        loader=jinja2.FileSystemLoader(list(dirs)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=False,
@@ -47,21 +48,32 @@ def _env(root: str) -> SandboxedEnvironment:
     )
 
 
+def template_dirs(judges_root: Path) -> list[Path]:
+    """Where a judge's templates are looked up, first match wins: ``judges_root/templates`` when the
+    judges folder was given by path, then templates/ of the user folder's and the shipped judges/."""
+    return [d / "templates" for d in paths.search("judges", judges_root)]
+
+
 def template_dir(judges_root: Path) -> Path:
-    return judges_root / "templates"
+    return template_dirs(judges_root)[0]
+
+
+def template_path(judges_root: Path, name: str) -> Path:
+    dirs = template_dirs(judges_root)
+    return next((d / name for d in dirs if (d / name).is_file()), dirs[0] / name)
 
 
 def template_source(judges_root: Path, name: str) -> str:
-    path = template_dir(judges_root) / name
+    path = template_path(judges_root, name)
     if not path.is_file():
-        raise UserError(f"{path}: judge template not found; templates live in {template_dir(judges_root)}")
+        where = " or ".join(str(d) for d in template_dirs(judges_root))
+        raise UserError(f"{path}: judge template not found; templates live in {where}")
     return path.read_text(encoding="utf-8")
 
 
 def templates_hash(judges_root: Path, names: list[str]) -> str:
     """Hash of the named templates and every shared partial (files starting with '_')."""
-    tdir = template_dir(judges_root)
-    files = sorted(set(names) | {p.name for p in tdir.glob("_*.j2")})
+    files = sorted(set(names) | {p.name for d in template_dirs(judges_root) for p in d.glob("_*.j2")})
     h = hashlib.sha256()
     for n in files:
         h.update(n.encode())
@@ -71,7 +83,7 @@ def templates_hash(judges_root: Path, names: list[str]) -> str:
 
 def render(judges_root: Path, name: str, *, nonce: str, **context: Any) -> str:
     """Render template ``name``; ``data(x)`` in the template wraps ``x`` in a delimited data block."""
-    env = _env(str(template_dir(judges_root)))
+    env = _env(tuple(str(d) for d in template_dirs(judges_root)))
     template_source(judges_root, name)  # clear error if missing
     try:
         tpl = env.get_template(name)
@@ -79,6 +91,6 @@ def render(judges_root: Path, name: str, *, nonce: str, **context: Any) -> str:
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"{exc.filename or name}:{exc.lineno}: template syntax error ({exc.message}); fix the template") from None
     except jinja2.UndefinedError as exc:
-        raise UserError(f"{template_dir(judges_root) / name}: {exc.message}; the template uses a variable the judge does not provide") from None
+        raise UserError(f"{template_path(judges_root, name)}: {exc.message}; the template uses a variable the judge does not provide") from None
     except jinja2.exceptions.SecurityError as exc:
-        raise UserError(f"{template_dir(judges_root) / name}: unsafe template operation blocked by the sandbox ({exc})") from None
+        raise UserError(f"{template_path(judges_root, name)}: unsafe template operation blocked by the sandbox ({exc})") from None

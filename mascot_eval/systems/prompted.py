@@ -31,9 +31,11 @@ class PromptedOptions(BaseModel):
 
 
 def load_examples(file: str, domain: str, n: int, where: str) -> list[dict[str, Any]]:
-    """Few-shot examples: ``file`` is absolute, or relative to the config's folder, or to baselines/."""
+    """Few-shot examples: ``file`` is absolute, or relative to the folder of a config given by path,
+    or to baselines/ (user folder, then shipped)."""
     candidates = [Path(file)] if Path(file).is_absolute() else [
-        *([Path(where).parent / file] if where else []), paths.baselines_dir() / file,
+        *([Path(where).parent / file] if where and paths.source_of(where) == "path" else []),
+        *(d / file for d in paths.dirs("baselines")),
     ]
     path = next((c for c in candidates if c.is_file()), candidates[-1])
     data = load_yaml(path)
