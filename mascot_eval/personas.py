@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,33 +51,41 @@ RESERVED_NAMES = frozenset({"user"})  # speaker names the transcript format give
 
 
 @lru_cache(maxsize=8)
-def _load_all(root_str: str) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
-    root = Path(root_str)
+def _load_all(roots: tuple[str, ...]) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
+    """Cards and groups of the persona folders ``roots`` (highest priority first; a higher folder's card
+    or group overrides a lower one's of the same id or name)."""
     cards: dict[str, PersonaCard] = {}
+    card_files: dict[str, Path] = {}
+    raw_groups: dict[str, tuple[Path, Any, Any]] = {}  # name -> (file, body, parsed document)
+    for root in map(Path, reversed(roots)):
+        for path in sorted(root.glob("*.yaml")):
+            if path.name == "groups.yaml":
+                continue
+            doc = read_yaml(path, what="a persona card")
+            card = validate(PersonaCard, doc.data, path, doc=doc)
+            if card.id != path.stem:
+                raise UserError(f"{path}: field 'id' is {card.id!r} but the file is named {path.stem!r}; make them equal")
+            check_card_name(card, path, doc.line_of(("name",)))
+            cards[card.id] = card
+            card_files[card.id] = path
+        gpath = _groups_file(root)
+        gdoc = read_yaml(gpath, what="the persona groups file") if gpath.exists() else None
+        raw = gdoc.data if gdoc is not None else {}
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise UserError(f"{gpath}: expected a mapping of group name -> group")
+        raw_groups.update({name: (gpath, body, gdoc) for name, body in raw.items()})
     names: dict[str, Path] = {}
-    for path in sorted(root.glob("*.yaml")):
-        if path.name == "groups.yaml":
-            continue
-        doc = read_yaml(path, what="a persona card")
-        card = validate(PersonaCard, doc.data, path, doc=doc)
-        if card.id != path.stem:
-            raise UserError(f"{path}: field 'id' is {card.id!r} but the file is named {path.stem!r}; make them equal")
-        check_card_name(card, path, doc.line_of(("name",)))
+    for cid, card in cards.items():
         key = card.name.strip().casefold()
         if key in names:
-            raise UserError(f"{path}: field 'name': {card.name!r} is also the name of {names[key]}; every persona needs "
-                            "its own speaker name")
-        names[key] = path
-        cards[card.id] = card
+            raise UserError(f"{card_files[cid]}: field 'name': {card.name!r} is also the name of {names[key]}; every "
+                            "persona needs its own speaker name")
+        names[key] = card_files[cid]
+    root = Path(roots[0])
     groups: dict[str, PersonaGroup] = {}
-    gpath = _groups_file(root)
-    gdoc = read_yaml(gpath, what="the persona groups file") if gpath.exists() else None
-    raw = gdoc.data if gdoc is not None else {}
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise UserError(f"{gpath}: expected a mapping of group name -> group")
-    for name, body in raw.items():
+    for name, (gpath, body, gdoc) in raw_groups.items():
         line = gdoc.line_of((name,)) if gdoc is not None else None
         at = f"{gpath}:{line}" if line else str(gpath)
         if not isinstance(body, dict):
@@ -109,7 +118,8 @@ def check_card_name(card: PersonaCard, where: str | Path, line: int | None = Non
 
 
 def load_personas(root: str | Path | None = None) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:
-    return _load_all(str(Path(root) if root else paths.personas_dir()))
+    """Cards and groups of ``root``, or by default of tasks/personas/ in the user folder and the shipped data."""
+    return _load_all((str(Path(root)),) if root else tuple(str(d) for d in paths.personas_dirs()))
 
 
 def get_group(name: str, root: str | Path | None = None) -> tuple[PersonaGroup, list[PersonaCard]]:

@@ -119,8 +119,9 @@ def relative_path(value: str, hint: str) -> str:
 
 
 def task_files(root: str | Path | None = None) -> dict[str, Path]:
-    root = Path(root) if root else paths.tasks_dir()
-    return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+    if not root:
+        return paths.entries("tasks")  # the user folder's tasks override the shipped ones by name
+    return {p.stem: p for p in sorted(Path(root).glob("*.yaml"))}
 
 
 def load_task_file(path: str | Path) -> TaskSpec:

@@ -31,6 +31,12 @@ def data_dir() -> Path:
     return d
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _empty_user_folder(tmp_path_factory):
+    """Tests see the shipped data only: a developer's ~/.config/mascot-eval or MASCOT_HOME plays no part."""
+    os.environ["MASCOT_HOME"] = str(tmp_path_factory.mktemp("mascot-home"))
+
+
 @pytest.fixture
 def tmp_cache(tmp_path, monkeypatch) -> Path:
     """An isolated user cache for tests that write to it (embedded-model conversion stays shared)."""

@@ -194,7 +194,7 @@ def env(tmp_path, tmp_path_factory, monkeypatch) -> Env:
     src = _prepared(tmp_path_factory.getbasetemp())
     root = tmp_path / "sb"
     shutil.copytree(src, root, symlinks=True)
-    monkeypatch.setenv("MASCOT_PROJECT_DIR", str(root / "project"))
+    monkeypatch.setenv("MASCOT_HOME", str(root / "project"))  # the project copy is the user folder: it overrides the shipped files
     monkeypatch.setenv("MASCOT_DATA_DIR", str(root / "data"))
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(root / "cache"))
     monkeypatch.setenv("MASCOT_RESPONSE_CACHE_DIR", str(root / "rcache"))

@@ -262,8 +262,7 @@ def test_cli_generate_and_resume(tmp_path, fake_model, tmp_cache, capsys):
     assert {t.system for t in ts} == {"mascot", "zero-shot"} and len(ts) == 4
 
 
-def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("MASCOT_PROJECT_DIR", str(REPO))
+def test_cli_bad_input_one_line_exit_2(tmp_path, capsys):
     out = tmp_path / "run"
     assert cli(["generate", "--system", "nope", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()

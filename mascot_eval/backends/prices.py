@@ -1,4 +1,4 @@
-"""The price table (``judges/prices.yaml``): model spec -> dollars per million input/output tokens."""
+"""The price table (``judges/prices.yaml``; the user folder's replaces the shipped one): model spec -> dollars per million input/output tokens."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UserError
-from ..paths import judges_dir
+from ..paths import find, judges_dir
 from ..yamlfile import load_model
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,8 @@ class PriceTable(BaseModel):
 
 
 def prices_path() -> Path:
-    return judges_dir() / "prices.yaml"
+    """judges/prices.yaml of the user folder if it has one, else the shipped table."""
+    return find("judges", "prices.yaml") or judges_dir() / "prices.yaml"
 
 
 @lru_cache(maxsize=4)

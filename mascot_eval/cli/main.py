@@ -7,6 +7,7 @@ code (2 unless stated); no traceback.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 import click

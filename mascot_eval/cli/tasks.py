@@ -42,21 +42,28 @@ def tasks() -> None:
 
 @tasks.command("list")
 def list_cmd() -> None:
-    """List the task files in tasks/ with their split, domain, source and sample."""
+    """List the task files in tasks/ with their split, domain, loader, sample and where each comes from.
+
+    SOURCE is the layer a task file comes from: user (the user folder, $MASCOT_HOME or
+    ~/.config/mascot-eval), checkout (a source checkout's tasks/) or package (the installed package's
+    data). A user task overrides a shipped one of the same name; the last line shows the search order.
+    """
+    from .. import paths
     from ..taskspec import load_task_file, task_files
 
     files = task_files()
     if not files:
-        raise UserError("no task files in tasks/; set MASCOT_PROJECT_DIR to the folder holding tasks/")
-    rows = [["NAME", "SPLIT", "DOMAIN", "LOADER", "FILTERS", "SAMPLE", "SEED", "PERSONAS", "ROUNDS", "PROFILES"]]
+        raise UserError(f"no task files found; add tasks/*.yaml to a user folder (MASCOT_HOME). {paths.describe()}")
+    rows = [["NAME", "SPLIT", "DOMAIN", "LOADER", "FILTERS", "SAMPLE", "SEED", "PERSONAS", "ROUNDS", "PROFILES", "SOURCE"]]
     for path in files.values():
         t = load_task_file(path)
         profiles = t.user.profiles
         prof = "mbti16" if len(profiles) == 16 else ",".join(profiles)
         rows.append([t.name, t.split, t.domain, t.source.loader, _filters(t),
                      str(t.sample.size) if t.sample.size else "all", str(t.sample.seed), t.personas,
-                     str(t.rounds), f"{prof} ({t.user.assignment})"])
+                     str(t.rounds), f"{prof} ({t.user.assignment})", paths.source_of(path)])
     click.echo(_table(rows))
+    click.echo(paths.describe())
 
 
 @tasks.command("show")

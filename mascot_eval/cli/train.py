@@ -21,14 +21,30 @@ def train() -> None:
 
     Every step is resumable: rerun the same command after an interruption and finished steps are
     skipped. The output folder is what `mascot-eval run --system mascot --checkpoint DIR` evaluates.
-    Presets: baselines/train/tiny.yaml (CPU, minutes), baselines/train/paper.yaml (GPUs).
+    Presets (--config NAME, from baselines/train/ of the user folder or the shipped data):
+    tiny (CPU, minutes), paper (GPUs).
     """
+
+
+def _config_file(value: str):
+    """--config: a YAML path, or a preset name looked up in baselines/train/ (user folder, then shipped)."""
+    from pathlib import Path
+
+    from .. import paths
+
+    p = Path(value)
+    if p.exists() or p.suffix in (".yaml", ".yml") or len(p.parts) > 1:
+        return p
+    presets = paths.entries("baselines", "train")
+    if value not in presets:
+        raise UserError(f"--config {value}: no such file and no preset of that name; presets: {', '.join(presets) or '(none)'}")
+    return presets[value]
 
 
 def _stage_command(stage: str) -> click.Command:
     @click.command(name=stage, help=STAGE_HELP[stage])
     @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-                  help="training config YAML, e.g. baselines/train/tiny.yaml")
+                  help="training config YAML, or a preset name from baselines/train/ (tiny, paper)")
     @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
                   help="output folder (default: results/checkpoints/<config name>)")
     @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="datasets folder (else MASCOT_DATA_DIR)")
@@ -44,7 +60,7 @@ def _stage_command(stage: str) -> click.Command:
         from ..train.config import load_config
         from ..train.run import train as run_train
 
-        cfg = load_config(config_path)
+        cfg = load_config(_config_file(config_path))
         out_dir = Path(out) if out else paths.results_dir() / "checkpoints" / cfg.name
         if out_dir.exists() and not out_dir.is_dir():
             raise UserError(f"--out {out_dir}: exists and is not a folder")

@@ -25,7 +25,7 @@ from ..errors import UserError
 from .context import Context, HumanTurn
 from .loaders import LOADERS, LoadedSource, Loader, SourceRef
 from .sources import locate
-from .valence import load_valence_table
+from .valence import default_table_path, load_valence_table
 
 HEADER = "conv_id,utterance_idx,context,prompt,speaker_idx,utterance,selfeval,tags"
 N_FIELDS = 8
@@ -141,7 +141,7 @@ class EmpatheticDialoguesLoader(Loader):
         "emotion": ("one of the 32 emotion labels", lambda c: c.emotion),
     }
     options = {
-        "valence_table": ("label,valence CSV, a path inside the task file's folder", None),
+        "valence_table": ("label,valence CSV, a path inside the task file's folder or the tasks folders", None),
     }
 
     def read(self, ref: SourceRef) -> LoadedSource:
@@ -150,7 +150,7 @@ class EmpatheticDialoguesLoader(Loader):
         opts = self.check_options(ref)
         table_opt = opts["valence_table"]
         if table_opt is None:
-            table_path = paths.tasks_dir() / "data" / "ed_valence.csv"
+            table_path = default_table_path()
         else:
             from .userfiles import task_relative
 

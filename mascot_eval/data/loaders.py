@@ -114,7 +114,7 @@ def read_source(task: TaskSpec, data_dir: str | Path | None = None) -> tuple[Loa
     from .sources import cache_root
 
     key = (ref.loader, ref.path, repr(sorted(ref.options.items())), str(ref.data_dir), ref.task_domain,
-           str(ref.task_file.parent) if ref.task_file else None, str(paths.tasks_dir()),
+           str(ref.task_file.parent) if ref.task_file else None, str(paths.dirs("tasks")),
            None if ref.data_dir else str(cache_root()))
     hit = _SOURCE_CACHE.get(key)
     if hit is not None:

@@ -72,8 +72,11 @@ def task_relative(ref: SourceRef, path: str, *, field: str = "source.path", what
     paths, '..' out of that folder and symlinks leading out of it are refused; nothing is read."""
     from .. import paths
 
-    base = ref.task_file.parent if ref.task_file else paths.tasks_dir()
-    p = confined_path(base, path, field=field, where=ref.where, what=what)
+    # beside the task file, then in tasks/ of the user folder and of the shipped data; never outside them
+    roots = [*([ref.task_file.parent] if ref.task_file else []), *paths.dirs("tasks")] or [paths.tasks_dir()]
+    p = confined_path(roots, path, field=field, where=ref.where, what=what)
+    if not p.exists():
+        p = roots[0] / path  # not found anywhere: name it where a user would put it
     if p.is_dir():
         raise UserError(f"{p}: is a folder; field '{field}' in {ref.where} must name a {what}")
     if not p.is_file():

@@ -19,7 +19,8 @@ DEFAULT_TABLE = "data/ed_valence.csv"  # relative to the tasks folder
 
 
 def default_table_path() -> Path:
-    return paths.tasks_dir() / DEFAULT_TABLE
+    """tasks/data/ed_valence.csv of the user folder if it has one, else the shipped table."""
+    return paths.find("tasks", DEFAULT_TABLE) or paths.tasks_dir() / DEFAULT_TABLE
 
 
 def load_valence_table(path: str | Path | None = None) -> dict[str, str]:

@@ -141,10 +141,9 @@ def _rubric_md(rubrics) -> str:
 def _form_html(root: Path, title: str, dialogues, rubrics, salt: str) -> str:
     from markupsafe import Markup
 
-    from .. import templating
-    from .templates import template_dir, template_path
+    from .templates import environment, template_path
 
-    template_path(root, FORM_TEMPLATE)  # one line when it is missing or leaves judges/templates/
+    template_path(root, FORM_TEMPLATE)  # one line when it is missing or leaves the judge template folders
 
     def js(obj: Any) -> Markup:
         return Markup(json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
@@ -153,8 +152,9 @@ def _form_html(root: Path, title: str, dialogues, rubrics, salt: str) -> str:
         {"item_id": it["item_id"], "dialogue": d["id"], "level": it["level"], "agent": it["agent"], "criteria": it["keys"]}
         for d in dialogues for it in d["items"]
     ]
-    env = templating.environment([template_dir(root)], what="judge template", autoescape=True, trim_blocks=False,
-                                 lstrip_blocks=False)  # HTML: whitespace kept as written
+    from .. import templating
+
+    env = environment(root, autoescape=True, trim_blocks=False, lstrip_blocks=False)  # HTML: whitespace kept as written
     return templating.render(
         env, FORM_TEMPLATE,
         {"title": title, "dialogues": dialogues, "rubrics": [r.for_template() for r in rubrics.values()],

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .. import paths
 from ..criteria import criteria_for
 from ..errors import UserError
 from ..fileio import confined_path
@@ -64,14 +65,16 @@ def _load(path_str: str, mtime: float) -> Rubric:
 
 
 def rubric_path(root: Path, filename: str, *, where: str = "judge spec", field: str = "rubrics") -> Path:
-    """``root/rubrics/filename``, refused when it would leave that folder (absolute, '..', a link out)."""
-    return confined_path(root / "rubrics", filename, field=field, where=where, what="rubric file")
+    """``rubrics/<filename>`` in ``root`` if it is a folder given by path, then in the user folder's and the
+    shipped judges/ (the first that holds it); refused when it would leave those folders."""
+    return confined_path([d / "rubrics" for d in paths.search("judges", root)], filename, field=field, where=where,
+                         what="rubric file")
 
 
 def load_rubric(root: Path, filename: str, level: str, *, where: str = "judge spec") -> Rubric:
     path = rubric_path(root, filename, where=where, field=f"rubrics.{level}")
     if not path.is_file():
-        raise UserError(f"{path}: rubric file not found; judge specs name rubrics relative to {root / 'rubrics'}")
+        raise UserError(f"{path}: rubric file not found; judge specs name rubrics relative to {path.parent}")
     rubric = _load(str(path), path.stat().st_mtime)
     if rubric.level != level:
         raise UserError(f"{path}: field 'level' is '{rubric.level}' but it is used as the {level}-level rubric")

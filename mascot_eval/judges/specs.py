@@ -141,15 +141,16 @@ def _spec_files(root: Path) -> list[Path]:
 
 def load_judge_specs(root: str | Path | None = None) -> dict[str, JudgeSpec]:
     """All judge specs in ``judges/*.yaml`` (plus plug-ins), by name."""
-    root = Path(root) if root else paths.judges_dir()
+    # by default the user folder's judges/*.yaml override the shipped ones by name
+    files = _spec_files(Path(root)) if root else [p for p in paths.entries("judges").values() if p.name not in NOT_JUDGE_FILES]
     out: dict[str, JudgeSpec] = {}
-    for path in _spec_files(root):
+    for path in files:
         doc = read_yaml(path, what="a judge spec")
         spec = validate(JudgeSpec, doc.data, path, doc=doc)
         if spec.name != path.stem:
             raise UserError(f"{path}: field 'name' is {spec.name!r} but the file is named {path.stem!r}; make them equal")
         spec.file = str(path)
-        spec.root = str(root)
+        spec.root = str(path.parent)
         out[spec.name] = spec
     for name, obj in JUDGES.items():
         if name in out:
@@ -178,7 +179,7 @@ def resolve_judge(alias: str, root: str | Path | None = None) -> JudgeSpec:
         return spec
     raise UserError(
         f"unknown judge '{alias}'{did_you_mean(alias, specs)}; known: {', '.join(sorted(specs)) or '(none)'} "
-        f"(or pass a model spec such as openai/gpt-4o; add judges as YAML files in {root or paths.judges_dir()})"
+        f"(or pass a model spec such as openai/gpt-4o; add judges as YAML files in {root or paths.dirs('judges')[0]})"
     )
 
 

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from .. import templating
+from .. import paths, templating
 from ..errors import UserError
 from ..fileio import read_text
 
@@ -33,20 +33,26 @@ def make_nonce(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]
 
 
+def template_dirs(judges_root: Path) -> list[Path]:
+    """Where a judge's templates are looked up, first match wins: ``judges_root/templates`` when the
+    judges folder was given by path, then templates/ of the user folder's and the shipped judges/."""
+    return [d / "templates" for d in paths.search("judges", judges_root)]
+
+
 def template_dir(judges_root: Path) -> Path:
-    return judges_root / "templates"
+    return template_dirs(judges_root)[0]
 
 
-def environment(judges_root: Path, *, autoescape: bool = False) -> templating.Sandbox:
-    """The shared sandbox over ``judges/templates/`` (names resolve inside that folder only)."""
-    return templating.environment([template_dir(judges_root)], what="judge template", autoescape=autoescape)
+def environment(judges_root: Path, *, autoescape: bool = False, **kw: Any) -> templating.Sandbox:
+    """The shared sandbox over the judge template folders (names resolve inside them only)."""
+    return templating.environment(template_dirs(judges_root), what="judge template", autoescape=autoescape, **kw)
 
 
 def template_path(judges_root: Path, name: str) -> Path:
-    tdir = template_dir(judges_root)
-    path = templating.resolve([tdir], name, what="judge template")
+    dirs = template_dirs(judges_root)
+    path = templating.resolve(dirs, name, what="judge template")
     if path is None:
-        raise UserError(f"{tdir / name}: judge template not found; templates live in {tdir}")
+        raise UserError(f"{dirs[0] / name}: judge template not found; templates live in {' or '.join(map(str, dirs))}")
     return path
 
 
@@ -57,8 +63,7 @@ def template_source(judges_root: Path, name: str) -> str:
 
 def templates_hash(judges_root: Path, names: list[str]) -> str:
     """Hash of the named templates and every shared partial (files starting with '_')."""
-    tdir = template_dir(judges_root)
-    files = sorted(set(names) | {p.name for p in tdir.glob("_*.j2")})
+    files = sorted(set(names) | {p.name for d in template_dirs(judges_root) for p in d.glob("_*.j2")})
     h = hashlib.sha256()
     for n in files:
         h.update(n.encode())

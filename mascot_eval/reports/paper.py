@@ -17,7 +17,7 @@ PAPER_CITATION = "Wang et al., MASCOT (arXiv 2601.14230, EMNLP 2026)"
 
 
 def paper_dir() -> Path:
-    return paths.results_dir() / "paper"
+    return paths.paper_dir()
 
 
 @lru_cache(maxsize=4)

@@ -32,8 +32,10 @@ def _now() -> str:
 
 
 def git_info() -> dict[str, Any] | None:
-    """Commit and dirty flag of the checkout holding the package, or None outside a git checkout."""
-    root = paths.PACKAGE_DIR.parent
+    """Commit and dirty flag of the checkout holding the package, or None for an installed package."""
+    root = paths.checkout_dir()
+    if root is None:  # an installed package: a git repository around site-packages is not its source
+        return None
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if commit.returncode != 0:

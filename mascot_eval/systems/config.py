@@ -58,7 +58,9 @@ class SystemConfig(BaseModel):
 
 
 def system_files(root: str | Path | None = None) -> dict[str, Path]:
-    root = Path(root) if root else paths.baselines_dir()
+    if not root:
+        return paths.entries("baselines")  # the user folder's configs override the shipped ones by name
+    root = Path(root)
     return {p.stem: p for p in sorted(root.glob("*.yaml"))} if root.is_dir() else {}
 
 

@@ -32,9 +32,10 @@ class PromptedOptions(BaseModel):
 
 
 def examples_path(file: str, where: str) -> Path:
-    """The few-shot examples file: relative to the config's folder (searched first) or to baselines/;
+    """The few-shot examples file: relative to the folder of a config given by path (searched first) or to
+    baselines/ of the user folder, then of the shipped data;
     absolute paths, '..' out of those folders and symlinks leading out of them are refused."""
-    roots = [*([Path(where).parent] if where else []), paths.baselines_dir()]
+    roots = [*([Path(where).parent] if where and paths.source_of(where) == "path" else []), *paths.dirs("baselines")]
     return confined_path(roots, file, field="options.examples_file", where=where or "system config",
                          what="examples file")
 

@@ -1,11 +1,11 @@
 """Jinja2 prompt templates for systems and the user simulator.
 
-Templates live in ``baselines/templates/`` (a YAML config given as a path may bring its own
-``templates/`` folder next to it, searched first, and files beside it). They render in the shared
-sandbox (:mod:`mascot_eval.templating`): undefined variables are errors, Python internals are out of
-reach and names resolve inside those folders only. A template's text is split into chat messages
-by marker lines ``[system]``, ``[user]`` and ``[assistant]``; text before the first marker (or a
-template with no markers) is one user message.
+Templates live in ``baselines/templates/`` of the user folder, then of the shipped data (a YAML
+config given as a path may bring its own ``templates/`` folder next to it, searched first, and files
+beside it). They render in the shared sandbox (:mod:`mascot_eval.templating`): undefined variables
+are errors, Python internals are out of reach and names resolve inside those folders only. A
+template's text is split into chat messages by marker lines ``[system]``, ``[user]`` and
+``[assistant]``; text before the first marker (or a template with no markers) is one user message.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ _MARKER = re.compile(r"^\[(system|user|assistant)\]\s*$", re.MULTILINE)
 
 def search_path(config_file: str | None = None) -> list[Path]:
     dirs: list[Path] = []
-    if config_file:
+    if config_file and paths.source_of(config_file) == "path":  # a config given by path brings its own
         here = Path(config_file).resolve().parent
         dirs += [here / "templates", here]
-    dirs.append(paths.baselines_dir() / "templates")
+    dirs += [d / "templates" for d in paths.dirs("baselines")]  # user folder first, then shipped
     out: list[Path] = []
     for d in dirs:
         if d not in out:

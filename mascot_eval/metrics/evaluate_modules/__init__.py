@@ -18,11 +18,10 @@ MiniLM cosine per group and on average, plus distinct-n over all replies. Both c
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from ... import paths
 from ...errors import UserError
 
-HERE = Path(__file__).resolve().parent
+HERE = paths.evaluate_modules_dir()
 
 
 def available() -> list[str]:
