@@ -99,6 +99,8 @@ class DialogueState:
         index: int = 0,
         json_schema: dict[str, Any] | None = None,
         turn_usage: dict[str, Any] | None = None,
+        choices: tuple[str, ...] = (),
+        prefill: tuple[str, ...] = (),
     ) -> ChatResponse:
         params = GenerationParams(
             max_tokens=decoding.max_tokens,
@@ -107,6 +109,8 @@ class DialogueState:
             seed=self.call_seed(role, index),
             sample_index=index,
             json_schema=json_schema,
+            choices=choices,  # choice scoring (systems/decide.py): nothing is generated
+            prefill=prefill,
         )
         resp = await get_client(spec, self.settings).chat(messages, params, tag=tag)
         add_usage(self.usage.setdefault(role.split(":")[0], new_usage()), resp)
