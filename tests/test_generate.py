@@ -36,6 +36,7 @@ def strip_volatile(t):
     for turn in d["turns"]:
         turn["latency_s"] = None
         (turn["usage"] or {}).pop("cached", None)
+        ((turn["meta"].get("director") or {}).get("usage") or {}).pop("cached", None)
     for u in d["stats"].get("usage", {}).values():
         u.pop("cached", None)
     return d
