@@ -73,16 +73,20 @@ def options_of(req) -> list[str]:
     return [m.group(2) for m in OPTION.finditer(req.messages[-1]["content"])]
 
 
-def prefer(words: list[str] | dict[str, float], position_bias: float = 3.0):
-    """Choice probabilities: 1 + a bonus (2, or words[w]) for an option naming one of ``words``
-    + ``position_bias`` for label 1."""
+def prefer(words: list[str] | dict[str, float], position_bias: float = 3.0, prior: str = "Anchor",
+           prior_weight: float = 1.0):
+    """Choice probabilities: 1 + a bonus (2, or words[w]) for an option naming one of ``words`` when
+    the prompt has a dialogue (not the content-free "N/A" one), + ``position_bias`` for label 1,
+    + ``prior_weight`` for an option naming ``prior`` (a preference whatever the dialogue)."""
     bonus = words if isinstance(words, dict) else {w: 2.0 for w in words}
 
     def probs(req):
         opts = options_of(req)
         assert [str(i + 1) for i in range(len(opts))] == list(req.params.choices)
-        w = [1.0 + max([b for x, b in bonus.items() if x in o], default=0.0) + (position_bias if i == 0 else 0.0)
-             for i, o in enumerate(opts)]
+        assert req.params.seed is None  # choice scoring is deterministic: no seed in the cache key
+        content = "N/A" not in req.messages[-1]["content"]
+        w = [1.0 + (max([b for x, b in bonus.items() if x in o], default=0.0) if content else 0.0)
+             + (position_bias if i == 0 else 0.0) + (prior_weight if prior and prior in o else 0.0) for i, o in enumerate(opts)]
         return [{str(i + 1): v / sum(w) for i, v in enumerate(w)}]
     return probs
 
@@ -127,11 +131,13 @@ def test_director_choices_are_valid_by_construction_and_position_debiased(tmp_pa
     assert st["round_ends"] == 2 and st["round_end_sources"]["constrained"] == 2 and st["invalid_reasons"] == {}
     meta = t.agent_turns[0].meta["director"]
     assert meta["source"] == "constrained" and meta["probs"]["speaker"]["Beacon (growth advocate)"] > 0.3
-    # every option shown in every position: 3 speakers -> 3 calls, 8 actions -> 8, 6 tones -> 6
+    # every option shown in every position, for this dialogue and for the content-free one:
+    # 3 speakers -> 2 x 3 calls, 8 actions -> 2 x 8, 6 tones -> 2 x 6
     calls = [r for r in fakes.CALLS["ch"] if r.params.choices]
-    first = [r for r in calls if r.tag.endswith(":director")][:17]
-    assert [len(r.params.choices) for r in first] == [3] * 3 + [8] * 8 + [6] * 6  # nobody spoke: no ending yet
-    assert t.agent_turns[0].meta["director"]["usage"]["calls"] == 17
+    first = [r for r in calls if r.tag.endswith(":director")][:34]
+    assert sorted(len(r.params.choices) for r in first) == [3] * 6 + [6] * 12 + [8] * 16  # nobody spoke: no ending yet
+    assert t.agent_turns[0].meta["director"]["usage"]["calls"] == 34
+    assert meta["prior"]["speaker"]["Anchor (emotional validator)"] > meta["prior"]["speaker"]["Beacon (growth advocate)"]
     # the speaker prompt carries the chosen action and tone
     agent_prompts = [r for r in fakes.CALLS["ch"] if r.tag == "system:mascot" and not r.params.choices]
     assert "suggest one small, concrete next step (tone: encouraging)" in agent_prompts[0].messages[-1]["content"]
@@ -143,11 +149,26 @@ def test_director_choices_are_valid_by_construction_and_position_debiased(tmp_pa
 def test_without_rotation_the_position_preference_decides(tmp_path, fake_model, tmp_cache):
     fake_model("nr", text_responder())
     spec = fakes.script_probs("nr", prefer(["Beacon"]))
-    _, ts, _ = run(tmp_path, [system_yaml(tmp_path, "no-rotate", debias="none")], spec, rounds=1)
+    _, ts, _ = run(tmp_path, [system_yaml(tmp_path, "no-rotate", debias="none", calibrate=False)], spec, rounds=1)
     t = ts["no-rotate"]
     assert t.agent_turns[0].speaker == "Anchor"  # label 1 wins when shown in one order only
     assert all(len(r.params.choices) for r in fakes.CALLS["nr"] if r.tag.endswith(":director"))
     assert t.agent_turns[0].meta["director"]["usage"]["calls"] == 3  # speaker, action, tone: one call each
+
+
+def test_calibration_removes_what_the_model_prefers_for_any_dialogue(tmp_path, fake_model, tmp_cache):
+    # no position bias, a strong prior for Anchor whatever the dialogue, a weaker preference for Beacon here
+    fake_model("cal", text_responder())
+    spec = fakes.script_probs("cal", prefer({"Beacon": 1.5}, position_bias=0.0, prior="Anchor", prior_weight=2.0))
+    _, ts, _ = run(tmp_path, [system_yaml(tmp_path, "uncal", calibrate=False)], spec, rounds=1, name="u")
+    assert ts["uncal"].agent_turns[0].speaker == "Anchor"  # weights Anchor 3, Catalyst 1, Beacon 2.5
+    _, ts, _ = run(tmp_path, ["mascot"], spec, rounds=1, name="c")
+    t = ts["mascot"]
+    assert t.agent_turns[0].speaker == "Beacon"
+    pr = t.agent_turns[0].meta["director"]["prior"]["speaker"]  # content-free: Anchor 3, Catalyst 1, Beacon 1
+    assert pr["Anchor (emotional validator)"] == pytest.approx(0.6) and pr["Beacon (growth advocate)"] == pytest.approx(0.2)
+    # calibrated: 3/3, 1/1, 2.5/1 -> Beacon 2.5 / 4.5
+    assert t.agent_turns[0].meta["director"]["probs"]["speaker"]["Beacon (growth advocate)"] == pytest.approx(2.5 / 4.5, abs=1e-3)
 
 
 def test_choice_calls_are_cached_and_counted(tmp_path, fake_model, tmp_cache):
@@ -224,7 +245,7 @@ def test_multiagentesc_strategies_and_votes_by_choice_scoring(tmp_path, fake_mod
         m = re.search(r'strategy "([^"]+)"', last)
         return f"{speaker_of(req)} reply using {m.group(1) if m else '?'}"
     fake_model("me", text_responder(agent=agent))
-    spec = fakes.script_probs("me", prefer(["Question", "Providing Suggestions", "reply using Question"]))
+    spec = fakes.script_probs("me", prefer({"Question": 3.0, "Providing Suggestions": 2.0}))
     _, ts, _ = run(tmp_path, ["multiagentesc"], spec, rounds=1)
     t = ts["multiagentesc"]
     st = t.stats["multiagentesc"]

@@ -106,7 +106,7 @@ class DialogueState:
             max_tokens=decoding.max_tokens,
             temperature=decoding.temperature,
             top_p=decoding.top_p,
-            seed=self.call_seed(role, index),
+            seed=None if choices else self.call_seed(role, index),  # choice scoring is deterministic
             sample_index=index,
             json_schema=json_schema,
             choices=choices,  # choice scoring (systems/decide.py): nothing is generated

@@ -68,8 +68,27 @@ def new_counts() -> dict[str, int]:
 @dataclass
 class Choice:
     index: int  # the chosen option (index into the options list)
-    probs: list[float]  # per option, averaged over the rotations shown
+    probs: list[float]  # per option, averaged over the rotations shown (and calibrated)
     calls: int
+    prior: list[float] | None = None  # the content-free probabilities, when calibrated
+
+
+NEUTRAL = "N/A"
+
+
+def neutral_vars(v: dict[str, Any]) -> dict[str, Any]:
+    """Template variables of a content-free dialogue: the context's text fields and the history are
+    "N/A"; who spoke this round, the options and the agents stay."""
+    ctx = dict(v.get("context") or {})
+    for k in ("situation", "emotion", "query", "problem", "opening", "prompt"):
+        if ctx.get(k):
+            ctx[k] = NEUTRAL
+    ctx["turns"] = []
+    out = {**v, "context": ctx, "history": [{"speaker": "user", "text": NEUTRAL, "round": 1}],
+           "user_text": NEUTRAL, "profile": None}
+    if "analysis" in v:
+        out["analysis"] = NEUTRAL
+    return out
 
 
 def rotations(n: int, debias: str) -> list[list[int]]:
@@ -83,38 +102,52 @@ async def choose(
     state: DialogueState, spec: str, render: Callable[[list[dict[str, str]]], list[dict[str, str]]],
     options: list[str], decoding: Decoding, *, role: str, tag: str, turn_usage: dict[str, Any] | None = None,
     debias: str = "rotate", prefill: str = "",
+    neutral: Callable[[list[dict[str, str]]], list[dict[str, str]]] | None = None,
 ) -> Choice:
     """Choice scoring over ``options``. ``render(shown)`` gets the options in display order as
     ``[{"label": "1", "text": ...}, ...]`` and returns the chat messages; the model's next token
     after ``prefill`` is read over the labels. Temperature 0 takes the most probable option
     (ties: the earliest); above 0 it samples from the probabilities sharpened by 1/temperature with
-    the call's seed, so reruns repeat it."""
+    the call's seed, so reruns repeat it. ``neutral`` renders the content-free prompt for calibration."""
     n = len(options)
     if not 1 <= n <= MAX_OPTIONS:
         raise UserError(f"{tag}: a decision needs 1 to {MAX_OPTIONS} options, got {n}; shorten the option list")
     orders = rotations(n, debias)
     labels = DIGITS[:n]
 
-    async def one(r: int, order: list[int]) -> dict[str, float]:
+    async def one(r: int, order: list[int], how: Callable[..., list[dict[str, str]]], who: str) -> dict[str, float]:
         shown = [{"label": labels[pos], "text": options[k]} for pos, k in enumerate(order)]
-        resp = await state.call(spec, render(shown), decoding, role=f"{role}:r{r}", tag=tag, turn_usage=turn_usage,
+        resp = await state.call(spec, how(shown), decoding, role=f"{who}:r{r}", tag=tag, turn_usage=turn_usage,
                                 choices=labels, prefill=(prefill,) if prefill else ())
         if not resp.choice_probs:
             raise UserError(f"model '{spec}' returned no choice probabilities for {tag}; use decision: text")
         return resp.choice_probs[0]
 
-    rows = await asyncio.gather(*[one(r, order) for r, order in enumerate(orders)])
-    probs = [0.0] * n
-    for order, row in zip(orders, rows):
-        for pos, k in enumerate(order):
-            probs[k] += float(row.get(labels[pos], 0.0)) / len(orders)
+    def average(rows: list[dict[str, float]]) -> list[float]:
+        out = [0.0] * n
+        for order, row in zip(orders, rows):
+            for pos, k in enumerate(order):
+                out[k] += float(row.get(labels[pos], 0.0)) / len(orders)
+        return out
+
+    jobs = [one(r, order, render, role) for r, order in enumerate(orders)]
+    if neutral is not None:
+        jobs += [one(r, order, neutral, f"{role}:prior") for r, order in enumerate(orders)]
+    rows = await asyncio.gather(*jobs)
+    probs = average(rows[: len(orders)])
+    prior = None
+    if neutral is not None:
+        prior = average(rows[len(orders):])
+        ratio = [p / max(q, 1e-9) for p, q in zip(probs, prior)]
+        total = sum(ratio)
+        probs = [x / total for x in ratio] if total > 0 else probs
     if decoding.temperature > 0:
         w = [p ** (1.0 / decoding.temperature) for p in probs]
         rng = random.Random(state.call_seed(role))
         index = rng.choices(range(n), weights=w if sum(w) > 0 else None)[0]
     else:
         index = max(range(n), key=lambda k: (probs[k], -k))
-    return Choice(index=index, probs=probs, calls=len(orders))
+    return Choice(index=index, probs=probs, calls=len(jobs), prior=prior)
 
 
 async def choose_many(

@@ -35,7 +35,7 @@ from typing import Any
 from ..personas import PersonaCard
 from .base import DialogueState, new_usage
 from .config import Decoding
-from .decide import choose, new_counts, resolve_mode, rounded
+from .decide import choose, neutral_vars, new_counts, resolve_mode, rounded
 from .templates import Templates
 from .text import last_json_object
 
@@ -184,7 +184,7 @@ class Director:
         self, cards: list[PersonaCard], model: str, templates: Templates, template: str, decoding: Decoding, *,
         min_speakers: int, max_speakers: int, allow_repeat: bool, tag: str, decision: str = "auto",
         debias: str = "rotate", actions: list[str] | None = None, tones: list[str] | None = None,
-        personas: bool = True, where: str = "director",
+        personas: bool = True, where: str = "director", calibrate: bool = True,
     ) -> None:
         self.cards = cards
         self.model = model
@@ -199,6 +199,7 @@ class Director:
         self.actions = list(actions or DEFAULT_ACTIONS)
         self.tones = list(tones or DEFAULT_TONES)
         self.personas = personas
+        self.calibrate = calibrate
         self.tag = tag
         self.where = where
         self._modes: dict[Any, str] = {}
@@ -273,14 +274,21 @@ class Director:
         options = [self.speaker_option(c) for c in cands] + ([END_OPTION] if can_end else [])
         usage = record["usage"]
 
-        def render(ask: str, **extra: Any):
+        def render(ask: str, *, neutral: bool = False, **extra: Any):
+            base = neutral_vars(base_vars) if neutral else base_vars
             return lambda shown: self.templates.render(
-                self.template, **self.variables(base_vars, spoken, plan, ask=ask, options=shown, **extra))
+                self.template, **self.variables(base, spoken, plan, ask=ask, options=shown, **extra))
 
-        kw = dict(turn_usage=usage, debias=self.debias)
-        c = await choose(state, self.model, render("speaker"), options, self.decoding, role="director:speaker",
-                         tag=self.tag, **kw)
-        record["probs"] = {"speaker": rounded(options, c.probs)}
+        async def pick(ask: str, opts: list[str], **extra: Any):
+            c = await choose(state, self.model, render(ask, **extra), opts, self.decoding, role=f"director:{ask}",
+                             tag=self.tag, turn_usage=usage, debias=self.debias,
+                             neutral=render(ask, neutral=True, **extra) if self.calibrate else None)
+            record.setdefault("probs", {})[ask] = rounded(opts, c.probs)
+            if c.prior is not None:
+                record.setdefault("prior", {})[ask] = rounded(opts, c.prior)
+            return c
+
+        c = await pick("speaker", options)
         if c.index >= len(cands):
             return Directive(speaker=None, source="constrained")
         speaker = cands[c.index].name
@@ -288,12 +296,9 @@ class Director:
         if forced is not None:
             record["picked"] = speaker
             speaker = forced
-        a = await choose(state, self.model, render("action", speaker=speaker), self.actions, self.decoding,
-                         role="director:action", tag=self.tag, **kw)
+        a = await pick("action", self.actions, speaker=speaker)
         action = self.actions[a.index]
-        t = await choose(state, self.model, render("tone", speaker=speaker, action=action), self.tones, self.decoding,
-                         role="director:tone", tag=self.tag, **kw)
-        record["probs"].update(action=rounded(self.actions, a.probs), tone=rounded(self.tones, t.probs))
+        t = await pick("tone", self.tones, speaker=speaker, action=action)
         return Directive(speaker=speaker, action=action, tone=self.tones[t.index], source="constrained")
 
     async def _generate(self, state: DialogueState, base_vars: dict[str, Any], spoken: list[str],

@@ -43,6 +43,7 @@ class MascotOptions(BaseModel):
     # backends with JSON-schema output, else text + parse + re-ask
     decision: DecisionMode = "auto"
     debias: Debias = "rotate"  # choices mode: average over all rotations of the option list
+    calibrate: bool = True  # choices mode: divide by the probabilities for a content-free dialogue
     actions: list[str] = Field(default_factory=lambda: list(DEFAULT_ACTIONS), min_length=1, max_length=9)
     tones: list[str] = Field(default_factory=lambda: list(DEFAULT_TONES), min_length=1, max_length=9)
     personas: bool = True  # false (MASCOT-P): prompts, fallbacks and directives carry agent names only
@@ -75,7 +76,7 @@ class Mascot(System):
                 self.cards, self.models["director"], self.templates, self.template("director"), o.director,
                 min_speakers=o.min_speakers, max_speakers=self.max_speakers, allow_repeat=o.allow_repeat,
                 tag=f"system:{self.config.name}:director", decision=o.decision, debias=o.debias,
-                actions=o.actions, tones=o.tones, personas=o.personas, where=where,
+                actions=o.actions, tones=o.tones, personas=o.personas, where=where, calibrate=o.calibrate,
             )
 
     def used_templates(self) -> list[str]:

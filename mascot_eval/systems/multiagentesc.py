@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..transcript import Turn
 from .base import DialogueState, System, new_usage
 from .config import Decoding
-from .decide import Debias, DecisionMode, choose, choose_many, new_counts, resolve_mode, rounded
+from .decide import Debias, DecisionMode, choose, choose_many, neutral_vars, new_counts, resolve_mode, rounded
 from .speak import make_turn
 from .text import clean_reply, last_json_object
 
@@ -48,6 +48,7 @@ class MultiAgentESCOptions(BaseModel):
     vote: Decoding = Field(default_factory=lambda: Decoding(max_tokens=8, temperature=0.0, top_p=1.0))
     decision: DecisionMode = "auto"  # choices on local models, schema on JSON-schema backends, else text
     debias: Debias = "rotate"
+    calibrate: bool = True  # choices mode: strategies relative to a content-free dialogue (systems/decide.py)
 
 
 def pick_strategies(text: str, strategies: list[str], m: int) -> tuple[list[str], bool]:
@@ -141,9 +142,11 @@ class MultiAgentESC(System):
         o = self.options
         mode = self.mode(spec, state.settings)
         if mode == "choices":
-            render = lambda shown: self.templates.render(self.template("deliberation"), **{**base, "options": shown})  # noqa: E731
-            best, probs = await choose_many(state, spec, render, o.strategies, o.candidates, o.deliberation,
-                                            role=f"strategy:{card_id}", tag=tag, turn_usage=usage, debias=o.debias)
+            def render_with(v: dict[str, Any]):
+                return lambda shown: self.templates.render(self.template("deliberation"), **{**v, "options": shown})
+            best, probs = await choose_many(state, spec, render_with(base), o.strategies, o.candidates, o.deliberation,
+                                            role=f"strategy:{card_id}", tag=tag, turn_usage=usage, debias=o.debias,
+                                            neutral=render_with(neutral_vars(base)) if o.calibrate else None)
             meta["strategy_probs"] = rounded(o.strategies, probs)
             return [o.strategies[k] for k in best], "constrained"
         schema = strategies_schema(o.strategies, o.candidates) if mode == "schema" else None
