@@ -22,7 +22,7 @@ from tests.reportfactory import build_report_run
 from tests.runfactory import build_run, judgment_rows, make_transcript, noisy_scores
 
 N_BOOT = 200
-SECTIONS = ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway", "training",
+SECTIONS = ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway", "figures", "training",
             "transcripts"]
 
 

@@ -36,7 +36,7 @@ def test_report_renders_tables_and_images_without_errors(browser, tmp_path):
     assert page.errors == [], page.errors
     st = page.state
     assert st["title"].startswith("mascot-eval report")
-    assert st["sections"] == ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway",
+    assert st["sections"] == ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway", "figures",
                               "training", "transcripts"]
     visible = [t for t in st["tables"] if t["visible"]]
     by_section = {s: [t for t in visible if t["section"] == s] for s in st["sections"]}

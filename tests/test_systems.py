@@ -24,7 +24,7 @@ CARDS = [card("anchor", "Anchor", "emotional validator"), card("catalyst", "Cata
 
 def test_valid_directive_json():
     d, reason = parse_directive('{"speaker": "Catalyst", "action": "ask why", "tone": "curious"}', CARDS, spoken=[])
-    assert reason is None and d.to_dict() == {"speaker": "Catalyst", "action": "ask why", "tone": "curious"}
+    assert reason is None and d.to_dict() == {"speaker": "Catalyst", "action": "ask why", "tone": "curious", "source": "parsed"}
 
 
 def test_last_json_object_wins_and_keys_and_names_are_case_insensitive():

@@ -91,6 +91,7 @@ class Backend(ABC):
 
     kind: str = "base"
     supports_choices: bool = False  # can answer choice-scoring requests (GenerationParams.choices)
+    supports_json_schema: bool = False  # constrains generation to GenerationParams.json_schema
 
     def __init__(self, spec: str, model: str, endpoint: str | None = None) -> None:
         self.spec = spec

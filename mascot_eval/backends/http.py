@@ -141,6 +141,7 @@ def _error_message(exc: Any) -> str:
 
 class OpenAIBackend(_SDKBackend):
     kind = "openai"
+    supports_json_schema = True  # response_format json_schema
     key_env = "OPENAI_API_KEY"
     sdk_module = "openai"
 
@@ -216,6 +217,7 @@ def parse_chat_completion(r: Any, spec: str, latency_s: float) -> ChatResponse:
 
 class OpenAICompatibleBackend(OpenAIBackend):
     kind = "openai-compatible"
+    supports_json_schema = False  # servers differ; json_schema is not sent
     key_env = "OPENAI_COMPATIBLE_API_KEY"
     key_required = False
 
@@ -235,6 +237,7 @@ ANSWER_TOOL = "answer"
 
 class AnthropicBackend(_SDKBackend):
     kind = "anthropic"
+    supports_json_schema = True  # tool mode
     key_env = "ANTHROPIC_API_KEY"
     sdk_module = "anthropic"
 

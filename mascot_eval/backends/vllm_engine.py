@@ -159,6 +159,7 @@ class VLLMEngine:
                     seed=_seed(p),
                     stop=list(p.stop) or None,
                     logprobs=_top_k(p) or None,
+                    **_structured(p),
                 )
             )
             if j.lora and not self.lora_enabled:
@@ -218,6 +219,15 @@ def _top_k(p: Any) -> int:
     return max(1, p.top_logprobs) if (p.logprobs or p.top_logprobs) else 0
 
 
+def _structured(p: Any) -> dict[str, Any]:
+    """JSON-schema constrained generation (vLLM's structured outputs) when the request has a schema."""
+    if p.json_schema is None:
+        return {}
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return {"structured_outputs": StructuredOutputsParams(json=p.json_schema)}
+
+
 def _seed(p: Any) -> int | None:
     """Sampled generations get a seed from (seed, sample_index) so reruns repeat the k-th sample."""
     if p.seed is None and p.temperature <= 0:
@@ -247,6 +257,7 @@ _LOCK = threading.Lock()
 
 class VLLMBackend(Backend):
     kind = "vllm"
+    supports_json_schema = True  # structured outputs (json schema)
 
     def __init__(self, spec: str) -> None:
         p = parse_spec(spec, allow_lora=True)

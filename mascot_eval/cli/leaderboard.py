@@ -18,7 +18,7 @@ from ..runs.tables import load_runs
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the leaderboard CSV here (one row per system and split).")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-              help="Write paper-style Markdown tables here (agent-/group-level per split, beside the published numbers).")
+              help="Write paper-style Markdown tables here (agent-/group-level per split, ablations, MBTI x agent heatmaps, model-size sensitivity, beside the published numbers; and how each system's decisions were made).")
 @click.option("--reference", default=None, help="System the others are tested against (default: mascot if present, else all pairs).")
 @click.option("--test", type=click.Choice(["wilcoxon", "permutation"]), default="wilcoxon", show_default=True,
               help="Paired test for the significance marks.")
@@ -38,5 +38,5 @@ def leaderboard(run_dirs, out, markdown_path, reference, test, n_boot, seed):
         atomic_write_text(Path(out), frame.to_csv(index=False))
         click.echo(f"leaderboard: {out} ({len(frame)} rows, {len(frame.columns)} columns)")
     if markdown_path:
-        atomic_write_text(Path(markdown_path), markdown_tables(frame, summary))
+        atomic_write_text(Path(markdown_path), markdown_tables(frame, summary, data))
         click.echo(f"markdown: {markdown_path}")

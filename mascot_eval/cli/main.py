@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "agreement": "mascot_eval.cli.agreement:agreement",
     "metrics": "mascot_eval.cli.metrics:metrics",
     "leaderboard": "mascot_eval.cli.leaderboard:leaderboard",
+    "sweep": "mascot_eval.cli.sweep:sweep",
     "report": "mascot_eval.cli.report:report",
     "regress": "mascot_eval.cli.regress:regress",
     "human": "mascot_eval.cli.human:human",

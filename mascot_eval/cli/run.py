@@ -127,6 +127,10 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
         status = "complete_with_failures" if failed else "complete"
         finish_run(rundir, status=status, steps=_step_records(rundir))
     _print_results(rundir)
+    from ..stats.decisions import decision_stats, fallback_warnings
+
+    for line in fallback_warnings(decision_stats(rundir.transcripts())):
+        click.echo(line, err=True)
     click.echo(f"\n{status} in {time.perf_counter() - t_start:.1f}s; run directory: {rundir.path}")
     if "report" in steps:
         click.echo(f"report: {steps['report']['path']}")

@@ -279,8 +279,38 @@ class ReportData:
                         "parts": table(parts, digits=3, left=["part", "stage"])})
         return out
 
+    def paper_figures(self) -> dict[str, Any]:
+        """The paper's figures beside ours: the ablation table, MBTI x agent heatmaps, model-size sensitivity."""
+        f = self.s.get("figures") or {}
+        out: dict[str, Any] = {"ablation": [], "heatmaps": [], "sensitivity": None, "paper_sensitivity": None}
+        for split, rows in (f.get("ablation") or {}).items():
+            df = pd.DataFrame(rows)
+            ours = sorted({c.rsplit(".", 1)[0] for c in df.columns if c.endswith(".mean") and not c.startswith("paper.")})
+            shown = [{"level": r["level"], "criterion": r["criterion"],
+                      **{lab: (f"{_fmt(r[f'{lab}.mean'], 1)} ± {_fmt(r[f'{lab}.std'], 1)} [{_fmt(r[f'{lab}.lo'], 1)}, "
+                               f"{_fmt(r[f'{lab}.hi'], 1)}] n={r[f'{lab}.n']}" if r.get(f"{lab}.mean") is not None else "–")
+                         for lab in ours},
+                      **{c: _fmt(r[c], 1) for c in df.columns if c.startswith("paper.") and c != "paper.approx"},
+                      "paper approx.": "yes" if r.get("paper.approx") else ""} for r in rows]
+            out["ablation"].append({"split": split, "table": table(shown, left=["level", "criterion"], cls="paper")})
+        for h in f.get("heatmaps") or []:
+            cells = pd.DataFrame(h["cells"])
+            if cells.empty:
+                continue
+            cells["cell"] = [f"{_fmt(m, 1)} (n={n})" for m, n in zip(cells["mean"], cells["n"])]
+            piv = cells.pivot_table(index="profile", columns="agent", values="cell", aggfunc="first", sort=False)
+            piv = piv.reindex(index=list(dict.fromkeys(cells["profile"])), columns=list(dict.fromkeys(cells["agent"])))
+            out["heatmaps"].append({"label": h["label"], "measure": h["measure"],
+                                    "table": table(piv.reset_index(), left=["profile"], cls="heatmap")})
+        if f.get("sensitivity"):
+            out["sensitivity"] = table(f["sensitivity"], digits=1, left=["run_id", "system", "label", "director_model",
+                                                                         "speaker_model"], cls="sensitivity")
+            out["paper_sensitivity"] = table(f.get("paper_sensitivity") or [], digits=1, left=["factor", "size"], cls="paper")
+        out["any"] = bool(out["ablation"] or out["heatmaps"] or out["sensitivity"])
+        return out
+
     def decisions(self) -> dict[str, Any]:
-        return {"table": table(self.s.get("decisions", []), digits=3, left=["system", "kind"])}
+        return {"table": table(self.s.get("decisions", []), digits=3, left=["system", "decision", "mode"])}
 
     def transcript_items(self) -> dict[str, Any]:
         by_dlg: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -321,8 +351,11 @@ class ReportData:
                     ("judges", "Judge agreement and diagnostics"), ("threeway", "Three-way comparisons")]
         training = self.training()
         decisions = self.decisions()
+        figures = self.paper_figures()
         if decisions["table"]["rows"]:
             sections.insert(3, ("decisions", "Decisions (Director, MultiAgentESC)"))
+        if figures["any"]:
+            sections.insert(sections.index(("threeway", "Three-way comparisons")) + 1, ("figures", "The paper's figures"))
         if training:
             sections.append(("training", "Training logs"))
         sections.append(("transcripts", "Transcripts and judge rationales"))
@@ -332,7 +365,7 @@ class ReportData:
             "nav": sections, "overview": self.overview(), "leaderboard": self.leaderboard(),
             "comparisons": self.comparisons(), "charts": self.charts(), "drift": self.drift(),
             "redundancy": self.redundancy(), "judges": self.judges(), "threeway": self.threeway(),
-            "training": training, "decisions": decisions, "transcripts": self.transcript_items(),
+            "training": training, "decisions": decisions, "figures": figures, "transcripts": self.transcript_items(),
         }
 
 

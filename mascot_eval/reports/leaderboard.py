@@ -125,8 +125,10 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def markdown_tables(frame: pd.DataFrame, summary: dict[str, Any]) -> str:
-    """Paper-style Markdown: agent-level and group-level tables per split, then per task beside the paper."""
+def markdown_tables(frame: pd.DataFrame, summary: dict[str, Any], data: Any = None) -> str:
+    """Paper-style Markdown: agent-level and group-level tables per split, then per task beside the
+    paper, the ablation table beside the paper's; with ``data`` (RunData) also how each system's
+    decisions were made, the MBTI x agent heatmaps and the model-size sensitivity table."""
     parts = [
         "Scores are 0-100 judge means ((s-1)/4*100) with 95% cluster-bootstrap intervals over contexts; "
         f"marks compare each system with the reference `{summary.get('reference') or '-'}` "
@@ -149,7 +151,115 @@ def markdown_tables(frame: pd.DataFrame, summary: dict[str, Any]) -> str:
     paper = paper_comparison(summary)
     for (task, level), df in paper.items():
         parts.append(f"### {task}, {level}-level, beside the paper ({PAPER_CITATION})\n\n" + _md_table(list(df.columns), df.values.tolist()))
+    parts.extend(ablation_markdown(summary))
+    if data is not None:
+        parts.extend(extra_markdown(data, n_boot=int((summary.get("bootstrap") or {}).get("n_boot") or 1000),
+                                    seed=int((summary.get("bootstrap") or {}).get("seed") or 0)))
     return "\n\n".join(parts) + "\n"
+
+
+def est_cell(e: dict[str, Any] | pd.Series | None, prefix: str = "", *, n: bool = True) -> str:
+    """'62.3 ± 8.1 [58.0, 66.1] n=8' from mean/std/lo/hi/n (keys optionally prefixed)."""
+    if e is None:
+        return "–"
+    mean = e.get(prefix + "mean")
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    s = f"{mean:.1f} ± {_num(e.get(prefix + 'std'))} [{_num(e.get(prefix + 'lo'))}, {_num(e.get(prefix + 'hi'))}]"
+    if n and e.get(prefix + "n") is not None:
+        s += f" n={int(e.get(prefix + 'n'))}"
+    return s
+
+
+def ablation_markdown(summary: dict[str, Any]) -> list[str]:
+    """The ablation table per split: ours (mean ± std [95% CI] n contexts) beside the paper's."""
+    from ..stats.figures import ablation_table
+    from .paper import ABLATION_SYSTEMS
+
+    out = []
+    for split, df in ablation_table(summary).items():
+        labels = [c[: -len(".mean")] for c in df.columns if c.endswith(".mean")]
+        header = ["Level", "Criterion"] + labels + [f"paper {s}" for s in ABLATION_SYSTEMS]
+        rows = []
+        for _, r in df.iterrows():
+            crit = "Overall" if r["criterion"] == "overall" else str(r["criterion"]).capitalize()
+            rows.append([str(r["level"]), crit] + [est_cell(r, f"{lab}.") for lab in labels]
+                        + [_num(r[f"paper.{s}"]) for s in ABLATION_SYSTEMS])
+        out.append(f"### Ablations, {split}, beside the paper ({PAPER_CITATION}; approx., dataset not stated)\n\n"
+                   "Ours: mean ± std [95% cluster-bootstrap interval] n contexts; the paper gives means only.\n\n"
+                   + _md_table(header, rows))
+    return out
+
+
+def decisions_markdown(transcripts: Any, labels: dict | None = None) -> list[str]:
+    """How each Director / MultiAgentESC decision was obtained, with counts (from the transcripts)."""
+    from ..stats.decisions import SOURCES, decision_rows, decision_stats
+
+    stats = decision_stats(transcripts, labels)
+    rows = decision_rows(stats)
+    if not rows:
+        return []
+    header = ["System", "Decision", "Mode", "n"] + list(SOURCES) + ["Valid", "Rounds not round-robin"]
+    body = [[r["system"], r["decision"], r["mode"], str(r["decisions"])] + [str(r[s]) for s in SOURCES]
+            + ["–" if r["valid_share"] is None else f"{r['valid_share']:.0%}", r["not_round_robin"] or "–"] for r in rows]
+    parts = ["### Decisions (how each Director / MultiAgentESC decision was made)\n\n"
+             "constrained = choice scoring or JSON schema (valid by construction), parsed = free text valid at once, "
+             "reasked = valid after one re-ask, fallback = the documented fallback; valid = not a fallback.\n\n"
+             + _md_table(header, body)]
+    dist = []
+    for label, row in stats.items():
+        d = row.get("director")
+        if d:
+            for what in ("first_speakers", "speakers", "actions", "tones"):
+                if d[what]:
+                    dist.append([label, what.replace("_", " "), "; ".join(f"{k} {v}" for k, v in d[what].items())])
+    if dist:
+        parts.append("### Director choices (turns per value)\n\n" + _md_table(["System", "Choice", "Counts"], dist))
+    return parts
+
+
+def heatmap_markdown(df: pd.DataFrame, label: str, measure: str) -> str:
+    """Rows: user MBTI profiles; columns: agents; cells 'mean (n dialogues)'; 'all' margins."""
+    agents = list(dict.fromkeys(df["agent"]))
+    profiles = list(dict.fromkeys(df["profile"]))
+    cell = {(p, a): f"{m:.1f} (n={int(n)})" for p, a, m, n in zip(df["profile"], df["agent"], df["mean"], df["n"])}
+    rows = [[p] + [cell.get((p, a), "–") for a in agents] for p in profiles]
+    return (f"### {label}: {measure_title(measure)} ({measure}) by user MBTI profile x agent (paper Section 5.9 layout)\n\n"
+            "0-100 judge means, n = dialogues per cell; the paper's values are not transcribed (results/paper/README.md).\n\n"
+            + _md_table(["Profile"] + agents, rows))
+
+
+def sensitivity_markdown(table: pd.DataFrame) -> str:
+    """Our model-size sensitivity rows beside the paper's digitised study."""
+    from ..stats.figures import SENSITIVITY_MEASURES, paper_sensitivity
+
+    header = ["System", "Director model", "Speaker model", "Dialogues"] + [
+        ("Collective (group Overall)" if m == "group.overall" else "Persona (agent Overall)" if m == "agent.overall" else m)
+        for m in SENSITIVITY_MEASURES]
+    rows = [[str(r["label"]), str(r["director_model"]), str(r["speaker_model"]), str(r["dialogues"])]
+            + [est_cell(r, f"{m}.") for m in SENSITIVITY_MEASURES] for _, r in table.iterrows()]
+    pub = paper_sensitivity()
+    prow = [[str(r["factor"]).capitalize(), str(r["size"]), _num(r["collective"]), _num(r["persona"])] for _, r in pub.iterrows()]
+    return ("### Model-size sensitivity (ours)\n\nmean ± std [95% cluster-bootstrap interval] n contexts.\n\n"
+            + _md_table(header, rows)
+            + f"\n\n### Model-size sensitivity, the paper ({PAPER_CITATION}, Section 5.8; approx., read off its chart; "
+            "the role not varied at 8B)\n\n" + _md_table(["Varied", "Size", "Collective", "Persona"], prow))
+
+
+def extra_markdown(data: Any, *, n_boot: int = 1000, seed: int = 0) -> list[str]:
+    """Sections that need the runs themselves: decisions, MBTI heatmaps, size sensitivity."""
+    from ..stats.figures import heatmap_labels, mbti_heatmap, sensitivity_table
+
+    parts = decisions_markdown(data.transcripts, data.labels)
+    for label in heatmap_labels(data):
+        for measure in ("agent.overall", "agent.consistency"):
+            df = mbti_heatmap(data, label, measure, n_boot=n_boot, seed=seed)
+            if not df.empty:
+                parts.append(heatmap_markdown(df, label, measure))
+    table = sensitivity_table(data, n_boot=n_boot, seed=seed)
+    if not table.empty and table.groupby("system").size().max() >= 2:  # one system over several model settings
+        parts.append(sensitivity_markdown(table))
+    return parts
 
 
 def paper_comparison(summary: dict[str, Any]) -> dict[tuple[str, str], pd.DataFrame]:

@@ -80,3 +80,28 @@ def paper_rows(level: str, task: str, folder: Path | None = None) -> pd.DataFram
     if sub is None:
         return df.iloc[0:0]
     return df[(df["dataset"] == sub[0]) & (df["subset"] == sub[1])]
+
+
+def _csv(name: str, need: set[str], folder: Path | None = None) -> pd.DataFrame:
+    p = Path(folder or paper_dir()) / name
+    if not p.exists():
+        raise UserError(f"{p}: published table missing; restore results/paper/ from the repository")
+    df = pd.read_csv(p)
+    missing = need - set(df.columns)
+    if missing:
+        raise UserError(f"{p}: columns {sorted(missing)} are missing; see results/paper/README.md")
+    return df
+
+
+ABLATION_SYSTEMS = ("MASCOT", "MASCOT-P", "MASCOT-C")
+
+
+def paper_ablation(folder: Path | None = None) -> pd.DataFrame:
+    """The paper's ablation table: level, criterion, MASCOT, MASCOT-P, MASCOT-C, approx."""
+    return _csv("ablation.csv", {"level", "criterion", *ABLATION_SYSTEMS}, folder)
+
+
+def paper_size_sensitivity(folder: Path | None = None) -> pd.DataFrame:
+    """The paper's model-size study (Overall, read off its chart): factor (director / speaker), size,
+    collective (group-level Overall), persona (agent-level Overall), approx."""
+    return _csv("size_sensitivity.csv", {"factor", "size", "collective", "persona"}, folder)

@@ -172,6 +172,29 @@ def _checkpoint_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _decisions(data: RunData) -> list[dict[str, Any]]:
+    """How each system's Director / MultiAgentESC decisions were obtained (constrained, parsed, re-asked, fallback)."""
+    from ..stats.decisions import decision_rows, decision_stats
+
+    return _clean_all(decision_rows(decision_stats(data.transcripts, data.labels)))
+
+
+def _figures(data: RunData, summary: dict[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
+    """Counterparts of the paper's figures: the ablation table, MBTI x agent heatmaps, model-size sensitivity."""
+    from ..stats.figures import ablation_table, heatmap_labels, mbti_heatmap, paper_sensitivity, sensitivity_table
+
+    frecords = records
+
+    nb = min(AGREEMENT_BOOT * 2, n_boot)
+    out: dict[str, Any] = {"ablation": {split: frecords(df) for split, df in ablation_table(summary).items()}}
+    out["heatmaps"] = [{"label": lab, "measure": m, "cells": frecords(mbti_heatmap(data, lab, m, n_boot=nb, seed=seed))}
+                       for lab in heatmap_labels(data) for m in ("agent.overall", "agent.consistency")]
+    sens = sensitivity_table(data, n_boot=nb, seed=seed)
+    out["sensitivity"] = frecords(sens) if len(sens) >= 2 else []
+    out["paper_sensitivity"] = frecords(paper_sensitivity()) if out["sensitivity"] else []
+    return _clean_all(out)
+
+
 def _run_info(data: RunData) -> dict[str, Any]:
     """Per run: what the report's overview shows, read from its manifest."""
     out = {}
@@ -224,11 +247,12 @@ def summarize_data(data: RunData, *, reference: str | None = None, test: str = "
         "threeway": _threeway(data, n_boot, seed),
         "rounds": rounds,
         "round_changes": changes,
-        "decisions": [],
+        "decisions": _decisions(data),
         "training": _training(data),
         "figures": {},
         "manifest": _run_info(data),
     }
+    summary["figures"] = _figures(data, summary, n_boot, seed)
     return Summary.load(summary, where="summary (being written)").to_dict()
 
 

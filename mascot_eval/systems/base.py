@@ -78,14 +78,18 @@ class DialogueState:
         index: int = 0,
         json_schema: dict[str, Any] | None = None,
         turn_usage: dict[str, Any] | None = None,
+        choices: tuple[str, ...] = (),
+        prefill: tuple[str, ...] = (),
     ) -> ChatResponse:
         params = GenerationParams(
             max_tokens=decoding.max_tokens,
             temperature=decoding.temperature,
             top_p=decoding.top_p,
-            seed=self.call_seed(role, index),
+            seed=None if choices else self.call_seed(role, index),  # choice scoring is deterministic
             sample_index=index,
             json_schema=json_schema,
+            choices=choices,  # choice scoring (systems/decide.py): nothing is generated
+            prefill=prefill,
         )
         try:
             resp = await get_client(spec, self.settings).chat(messages, params, tag=tag)

@@ -68,7 +68,7 @@ async def run_dialogue(
         task=task.name,
         task_version=task.version,
         split=task.split,
-        domain=context.domain or task.domain,
+        domain=context.domain,  # the context's own (a task may mix emotional and workplace contexts)
         context_id=context.id,
         system=system.config.name,
         system_config_hash=config_hash or system.config_hash(),
