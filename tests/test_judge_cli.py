@@ -50,6 +50,31 @@ def test_judge_and_agreement_cli(run3, fake_model, tmp_cache, capsys):
     assert (run3.path / "agreement.csv").exists() and (run3.path / "judge_diagnostics.csv").exists()
 
 
+def test_agreement_counts_the_judges_that_scored(run3, fake_model, tmp_cache, capsys):
+    """Two judges in judgments.jsonl but only one scored anything: say so, not "found 2 judge(s)"."""
+    a = fake_model("cli-ok", _judge_a)
+    bad = fake_model("cli-never", lambda req: "I cannot score this.")
+    code, _, err = _cli(["judge", str(run3.path), "--judges", f"{a},{bad}", "--levels", "group", "--no-progress"], capsys)
+    assert code == 0, err
+    code, out, err = _cli(["agreement", str(run3.path), "--n-boot", "100"], capsys)
+    assert code == 0, err
+    assert "found 2 judge(s)" not in out
+    assert "1 of 2 judges scored any item" in out and "fake/cli-never: 0 of 60 score rows scored" in out
+
+
+def test_alpha_lines_for_the_run_table(run3, fake_model, tmp_cache, capsys):
+    from mascot_eval.cli.agreement import alpha_lines
+
+    a, b = fake_model("cli-a2", _judge_a), fake_model("cli-b2", _judge_b)
+    code, _, err = _cli(["judge", str(run3.path), "--judges", f"{a},{b}", "--levels", "group", "--no-progress"], capsys)
+    assert code == 0, err
+    lines = alpha_lines(list(run3.judgments()), n_boot=100)
+    assert lines[0].startswith("judge agreement (Krippendorff alpha, ordinal")
+    assert any(ln.strip().startswith("group overall") and "n=15" in ln for ln in lines)
+    one = alpha_lines([r for r in run3.judgments() if r["judge"] == a], n_boot=100)
+    assert one == ["judge agreement: needs two judges scoring the same items; 1 of 1 judge scored any item"]
+
+
 def test_compare_cli(tmp_path, fake_model, tmp_cache, capsys):
     dirs = []
     for s in ("mascot", "esc", "zeroshot"):
