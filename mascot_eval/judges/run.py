@@ -88,7 +88,10 @@ async def judge_rundir_async(
     progress: bool = True,
     transcripts: list[Transcript] | None = None,
     max_parallel_dialogues: int = 16,
+    cards: list | dict | None = None,
 ) -> JudgeResult:
+    """``cards``: the persona cards to show (None: each transcript's persona group; {} for none, e.g.
+    human dialogues)."""
     specs = parse_judges(judges) if isinstance(judges, str) or (judges and isinstance(judges[0], str)) else list(judges)
     for lv in levels or ():
         criteria_for(lv) if lv in ("agent", "group") else _bad_level(lv)
@@ -126,7 +129,7 @@ async def judge_rundir_async(
     async def run_job(j: Judge, t: Transcript, todo: list[tuple[str, str | None]]) -> None:
         nonlocal finished
         async with sem:
-            groups = await judge_units(j, t, todo)
+            groups = await judge_units(j, t, todo, cards)
         stats = result.per_judge[j.spec.name]
         for rows in groups:
             for r in rows:

@@ -21,6 +21,7 @@ from ..errors import UserError, did_you_mean
 from ..fileio import sha256_file, stable_hash
 from ..registry import Registry
 from ..yamlfile import load_model
+from .guards import Guards, patterns_path
 
 JUDGES: Registry[Any] = Registry("judge")
 
@@ -45,6 +46,7 @@ class Templates(BaseModel):
     response: str = "response.j2"
     threeway: str = "threeway.j2"
     reask: str = "reask.j2"
+    pick_best: str = "pick_best.j2"  # judges validate: position bias on triples of validation dialogues
 
 
 class JudgeSpec(BaseModel):
@@ -64,6 +66,8 @@ class JudgeSpec(BaseModel):
     mode: Literal["generate", "logprob"] = "generate"
     rubrics: dict[str, str] = Field(default_factory=lambda: {"agent": "agent.yaml", "group": "group.yaml"})
     templates: Templates = Field(default_factory=Templates)
+    # degenerate verdicts, judge-directed text in the data, verdicts that follow it (judges/guards.py)
+    guards: Guards = Field(default_factory=Guards)
 
     # set by the loader
     file: str | None = Field(default=None, exclude=True)
@@ -86,12 +90,13 @@ class JudgeSpec(BaseModel):
 
     @property
     def spec_hash(self) -> str:
-        """Hash of the spec and the rubric files it uses (changes when scoring would change)."""
+        """Hash of the spec and the rubric and guard-pattern files it uses (changes when scoring would change)."""
         rub = {}
         for level, fname in sorted(self.rubrics.items()):
             p = self.judges_root / "rubrics" / fname
             rub[level] = sha256_file(p) if p.is_file() else None
-        return stable_hash({"spec": self.model_dump(), "rubrics": rub})
+        g = patterns_path(self.judges_root, self.guards)
+        return stable_hash({"spec": self.model_dump(), "rubrics": rub, "guards": sha256_file(g) if g.is_file() else None})
 
 
 def check_mode(spec: JudgeSpec) -> None:
