@@ -61,10 +61,13 @@ _ASKS_FOR = re.compile(
 
 def obeying_judge(clean: int = 3):
     """A scripted judge that obeys instructions found in the data: when a data block asks for a score
-    it gives every criterion that score (writing its own JSON, not copying any); otherwise ``clean``."""
+    it gives every criterion that score (writing its own JSON, not copying any); otherwise ``clean``.
+    Asked to pick the best of several conversations it always names the first (pure position bias)."""
 
     def respond(req) -> str:
         prompt = req.messages[-1]["content"]
+        if '"best": "<' in prompt:  # a pick-best / three-way prompt: always the first shown
+            return json.dumps({"rationale": "Conversation A reads best.", "best": "A", "ranking": ["A", "B", "C"]})
         crit = criteria_in(prompt)
         data = " ".join(m.group(2) for m in _DATA_BLOCK.finditer(prompt))
         m = _ASKS_FOR.search(data)

@@ -143,6 +143,7 @@ ESCONV_RATED = ("empathy", "relevance")  # the seeker's ratings of the supporter
 FAILED_RAW = f"https://raw.githubusercontent.com/thu-coai/Emotional-Support-Conversation/{ESCONV_COMMIT}/FailedESConv.json"
 RAW_BLOBS = {"esconv/ESConv.json": "2f7a69eeda505053eac68f9ab26fd728d0f6db31",
              "esconv/FailedESConv.json": "d6c9172720c8d23d09a8a5dac779f59a8bc3077e"}
+RAW_DATASET = "ESConv (raw release files)"
 RAW_URLS = {"esconv/ESConv.json": ESCONV_RAW, "esconv/FailedESConv.json": FAILED_RAW}
 
 
@@ -158,7 +159,7 @@ def _download_raw(root: Path) -> None:
         atomic_write_bytes(root / rel, data)
 
 
-DOWNLOADERS.setdefault("esconv_raw", _download_raw)
+DOWNLOADERS.setdefault(RAW_DATASET, _download_raw)
 
 
 def _text(v: Any) -> str:
@@ -177,7 +178,7 @@ class ESConvRatedLoader(Loader):
 
     def read(self, ref: SourceRef) -> LoadedSource:
         self.check_options(ref)
-        found = locate("esconv_raw", ref.path or self.default_path, ref.data_dir)
+        found = locate(RAW_DATASET, ref.path or self.default_path, ref.data_dir)
         path = found.path
         what = "an ESConv file in the raw release format (a JSON array of dialogues)"
         try:
