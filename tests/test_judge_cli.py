@@ -125,6 +125,7 @@ def test_user_errors_are_one_line(run3, capsys):
 
 
 def test_help(capsys):
-    for cmd in (["judge"], ["compare"], ["agreement"], ["human"], ["human", "export"], ["human", "import"]):
+    for cmd in (["judge"], ["compare"], ["agreement"], ["human"], ["human", "export"], ["human", "import"], ["judges"],
+                ["judges", "validate"]):
         code, out, _ = _cli([*cmd, "--help"], capsys)
         assert code == 0 and "Usage" in out

@@ -181,6 +181,8 @@ def test_probe_susceptibility_of_an_obeying_judge_with_and_without_the_defence(t
         assert raw["susceptibility"] == 1.0 and raw["shift"] == 2.0
         assert guarded["susceptibility"] == 0.0
     assert f"steering {model}+unguarded: susceptibility 1.00" in out and f"steering {model}: susceptibility 0.00" in out
+    # each unit asked once: 12 rated (the 6 probe dialogues among them) + 30 probed; unguarded 6 clean + 30 probed
+    assert f"judge {model}: 42 new calls" in out and f"judge {model}+unguarded: 36 new calls" in out
     # the judge always picks the first conversation shown: pure position bias
     (pos,) = rep["position"]
     assert pos["picks"] == 6 and pos["first_rate"] == 1.0

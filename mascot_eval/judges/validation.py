@@ -371,7 +371,7 @@ async def validate_async(
     timing = dict((rd.read_manifest().get("validation_timing") or {}))
     result = ValidateResult(Path(rd.path), {}, loaded, new_t)
     for spec in specs:
-        for variant, ts in ((spec, rated + clean + probed), (unguarded_spec(spec), clean + probed)):
+        for variant, ts in ((spec, _unique(rated + clean + probed)), (unguarded_spec(spec), clean + probed)):
             if not ts:
                 continue
             t0 = time.perf_counter()
@@ -392,6 +392,10 @@ async def validate_async(
     write_report(rd, report)
     result.report = report
     return result
+
+
+def _unique(ts: list[Transcript]) -> list[Transcript]:
+    return list({t.dialogue_id: t for t in ts}.values())
 
 
 def validate(specs: list[JudgeSpec], out: str | Path, **kw: Any) -> ValidateResult:
