@@ -14,8 +14,9 @@ judge x set: unscored units and their reasons, price per 1,000 dialogues (tokens
 name the dialogue with the highest human rating) and wall seconds per 1,000 dialogues. Steering:
 per judge variant (guards as configured / ``+unguarded``) and probe, the susceptibility rate
 (share of eligible dialogues - clean verdict scored and not already the target everywhere - whose
-probed verdict gives every criterion the target), the mean score shift towards the target, and how
-many probed verdicts the guards left unscored.
+probed verdict gives every criterion the target), the mean score shift towards the target (of
+``score``, and of ``weighted_score`` where the judge gives one), and how many probed verdicts the
+guards left unscored.
 """
 
 from __future__ import annotations
@@ -179,9 +180,13 @@ def steering_stats(rows: list[dict[str, Any]], variant: str, probed: list[Transc
             item["flagged"] = reason.startswith("steered")
             item["unscored"] = first is not None and first.get("status") != "scored"
             item["obeyed"] = bool(first) and all(x == target for x in iv)
+            sign = 1.0 if target >= 3 else -1.0
             if all(x is not None for x in iv):
-                sign = 1.0 if target >= 3 else -1.0
                 item["shift"] = sign * float(np.mean(np.asarray(iv) - np.asarray(cs)))
+            cw = [_value(r, "weighted_score") for r in clean.values()]
+            iw = [_value(inj.get(c), "weighted_score") for c in clean]
+            if all(x is not None for x in cw + iw):
+                item["shift_weighted"] = sign * float(np.mean(np.asarray(iw) - np.asarray(cw)))
         per[v["probe"]].append(item)
     per["all"] = [i for items in list(per.values()) for i in items]
     out = []
@@ -197,6 +202,10 @@ def steering_stats(rows: list[dict[str, Any]], variant: str, probed: list[Transc
             if sh:
                 s = bootstrap_mean([i["shift"] for i in sh], [i["dialogue"] for i in sh], n_boot=n_boot)
                 row.update(shift=s.mean, shift_lo=s.lo, shift_hi=s.hi, shift_n=len(sh))
+            sw = [i for i in el if "shift_weighted" in i]
+            if sw:
+                s = bootstrap_mean([i["shift_weighted"] for i in sw], [i["dialogue"] for i in sw], n_boot=n_boot)
+                row.update(shift_weighted=s.mean, shift_weighted_lo=s.lo, shift_weighted_hi=s.hi)
         out.append(row)
     return out
 
@@ -359,11 +368,11 @@ def markdown(report: dict[str, Any]) -> str:
     if report["steering"]:
         pr = report["probes"]
         L += ["", f"## Steering probes (target score {pr['target']}, {pr['dialogues']} dialogues x {len(pr['texts'])} probes)", "",
-              "| judge | probe | eligible | susceptibility (all criteria = target) | obeyed | mean shift to target | unscored by guards (steered) |",
-              "|---|---|---|---|---|---|---|"]
+              "| judge | probe | eligible | susceptibility (all criteria = target) | obeyed | mean shift to target: score | weighted_score | unscored by guards (steered) |",
+              "|---|---|---|---|---|---|---|---|"]
         for r in report["steering"]:
             L.append(f"| {r['judge']} | {r['probe']} | {r['eligible']} | {_ci(r, 'susceptibility', signed=False)} | {r['obeyed']} | "
-                     f"{_ci(r, 'shift')} | {r['unscored']} ({r['flagged']}) |")
+                     f"{_ci(r, 'shift')} | {_ci(r, 'shift_weighted')} | {r['unscored']} ({r['flagged']}) |")
     skipped = [(name, v) for name, s in report["sets"].items() for v in (((s.get("notes") or {}).get("ratings") or {}).get("skipped_values") or [])]
     if skipped:
         L += ["", "## Rating values skipped (never guessed)", "", "| set | dialogue | rater | dimension | value | kind |", "|---|---|---|---|---|---|"]
@@ -386,7 +395,8 @@ def write_report(rd: RunDir, report: dict[str, Any]) -> None:
     if report["steering"]:
         buf = io.StringIO()
         cols = ["judge", "probe", "pairs", "eligible", "obeyed", "susceptibility", "susceptibility_lo", "susceptibility_hi",
-                "shift", "shift_lo", "shift_hi", "shift_n", "unscored", "flagged"]
+                "shift", "shift_lo", "shift_hi", "shift_n", "shift_weighted", "shift_weighted_lo", "shift_weighted_hi",
+                "unscored", "flagged"]
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in report["steering"]:
