@@ -48,6 +48,10 @@ def test_placeholder_tool_call_is_unscored_as_degenerate(monkeypatch, tmp_cache)
     assert len(rows) == 3 * len(AGENT_CRITERIA) + len(GROUP_CRITERIA)
     assert all(r["status"] == "unscored" and r["score"] is None for r in rows)
     assert all(r["reason"].startswith("degenerate: ") and "test_rationale" in r["reason"] for r in rows)
+    from mascot_eval.judges.diagnostics import diagnostics_table
+
+    (d,) = diagnostics_table(rows, [transcript()]).itertuples()
+    assert d.units == 4 and d.scored_units == 0 and d.degenerate == 4 and d.parse_failures == 0
 
 
 def _spec(name, model, **guards):
