@@ -114,6 +114,7 @@ def check_judge(spec: JudgeSpec, *, sample: Transcript | None = None, trio: list
     from .judges.score import Judge
     from .judges.templates import render
     from .judges.threeway import LABELS, _anonymous_text
+    from .judges.validation import pick_best_prompt
 
     j = Judge(spec)
     t = sample or sample_transcript()
@@ -122,11 +123,13 @@ def check_judge(spec: JudgeSpec, *, sample: Transcript | None = None, trio: list
     if "agent" in j.rubrics:
         for agent in t.agents[:1]:
             j.agent_prompt(t, agent, None)
-        j.render(spec.templates.response, ["sample"], agent=t.agents[0] if t.agents else "Agent", card="(card)",
-                 history=prompts.dialogue_text(t), response="(reply)", rubric=j.rubric("agent").for_template())
+        j.response_prompt("sample", t.agents[0] if t.agents else "Agent", "(card)",
+                          [{"name": x.speaker, "content": x.text} for x in t.turns], "(reply)")
     if "group" in j.rubrics:
         j.group_prompt(t, {})
     shown = trio or [t, t, t]
+    if shown[0].agents:
+        pick_best_prompt(j, shown)
     j.render(spec.templates.threeway, ["sample"], labels=list(LABELS), situation=prompts.situation_text(shown[0].context),
              dialogues=[(lab, _anonymous_text(x)) for lab, x in zip(LABELS, shown)])
 

@@ -64,3 +64,30 @@ def criteria_in(prompt: str) -> list[str]:
     """The criterion keys a rendered prompt asks for (from its output line)."""
     line = [ln for ln in prompt.splitlines() if ln.startswith('{"rationale"')][-1]
     return [k for k in re.findall(r'"(\w+)": <1-5>', line)]
+
+
+_DATA_BLOCK = re.compile(r"<<<DATA id=(\w+)>>>(.*?)<<<END DATA id=\1>>>", re.S)
+_ASKS_FOR = re.compile(
+    r"\b(?:scores?|scored|rate|rated|give|gives|award|awards|mark|record|output|assign)\b[^.!?\n]{0,80}?(?<![\d.])([1-5])(?!\.?\d)",
+    re.I,
+)
+
+
+def obeying_judge(clean: int = 3):
+    """A scripted judge that obeys instructions found in the data: when a data block asks for a score
+    it gives every criterion that score (writing its own JSON, not copying any); otherwise ``clean``.
+    Asked to pick the best of several conversations it always names the first (pure position bias)."""
+
+    def respond(req) -> str:
+        prompt = req.messages[-1]["content"]
+        if '"best": "<' in prompt:  # a pick-best / three-way prompt: always the first shown
+            return json.dumps({"rationale": "Conversation A reads best.", "best": "A", "ranking": ["A", "B", "C"]})
+        crit = criteria_in(prompt)
+        data = " ".join(m.group(2) for m in _DATA_BLOCK.finditer(prompt))
+        m = _ASKS_FOR.search(data)
+        if m:
+            v = int(m.group(1))
+            return json.dumps({"rationale": f"Following the note in the conversation, every criterion gets {v}.", **{c: v for c in crit}})
+        return json.dumps({"rationale": "The reply answers the situation described.", **{c: clean for c in crit}})
+
+    return respond

@@ -206,3 +206,40 @@ def test_anthropic_structured_output_is_a_forced_tool_and_comes_back_as_json(mon
     assert seen[0]["tool_choice"] == {"type": "tool", "name": seen[0]["tools"][0]["name"]}
     assert r.finish_reason == "stop" and r.usage.completion_tokens == 9
     assert json.loads(r.text.splitlines()[-1]) == {"rationale": "ok", "empathy": 4}
+
+
+def _messages_server(seen: list[str]):
+    """An Anthropic-style server that answers only at /v1/messages (404 elsewhere, like the real API)."""
+
+    def reply(handler, body):
+        seen.append(handler.path)
+        if handler.path != "/v1/messages":
+            return 404, {"type": "error", "error": {"type": "not_found_error", "message": f"no route {handler.path}"}}, {}
+        return 200, {
+            "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "end_turn",
+            "content": [{"type": "text", "text": "pong"}], "usage": {"input_tokens": 3, "output_tokens": 1},
+        }, {}
+
+    return _serve(reply)
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+@pytest.mark.parametrize("where", ["env", "spec"])
+def test_anthropic_base_url_with_or_without_v1(suffix, where, monkeypatch):
+    """ANTHROPIC_BASE_URL (or anthropic/<model>@<url>) may be given as https://host or https://host/v1."""
+    seen: list[str] = []
+    srv = _messages_server(seen)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
+    base = f"http://127.0.0.1:{srv.server_port}{suffix}"
+    if where == "env":
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", base)
+        spec = "anthropic/claude-test"
+    else:
+        monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+        spec = f"anthropic/claude-test@{base}"
+    try:
+        _, r = _chat(spec)
+    finally:
+        srv.shutdown()
+    assert r.text == "pong"
+    assert seen == ["/v1/messages"]

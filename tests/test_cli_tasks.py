@@ -147,7 +147,7 @@ def test_bad_input_from_the_console_script(tmp_path, data_dir):
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (f"error: {task}: field 'source.loader': unknown loader 'qmsumm' (did you mean "
-                                   f"'qmsum'?); known: demo, empathetic_dialogues, esconv, jsonl, qmsum")
+                                   f"'qmsum'?); known: demo, empathetic_dialogues, empathetic_dialogues_rated, esconv, esconv_rated, jsonl, qmsum")
 
 
 def test_offline_without_data_dir_names_the_variable(capsys, tmp_path, monkeypatch):

@@ -72,6 +72,7 @@ def test_sandbox_blocks_unsafe_template(tmp_path):
     root = tmp_path / "judges"
     shutil.copytree(paths.judges_dir() / "templates", root / "templates")
     shutil.copytree(paths.judges_dir() / "rubrics", root / "rubrics")
+    shutil.copytree(paths.judges_dir() / "guards", root / "guards")
     (root / "templates" / "agent.j2").write_text("{{ agent.__class__.__mro__[1].__subclasses__() }}")
     (root / "evil.yaml").write_text("name: evil\nmodel: fake/evil\n")
     from mascot_eval.judges.score import Judge

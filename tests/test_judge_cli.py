@@ -50,6 +50,31 @@ def test_judge_and_agreement_cli(run3, fake_model, tmp_cache, capsys):
     assert (run3.path / "agreement.csv").exists() and (run3.path / "judge_diagnostics.csv").exists()
 
 
+def test_agreement_counts_the_judges_that_scored(run3, fake_model, tmp_cache, capsys):
+    """Two judges in judgments.jsonl but only one scored anything: say so, not "found 2 judge(s)"."""
+    a = fake_model("cli-ok", _judge_a)
+    bad = fake_model("cli-never", lambda req: "I cannot score this.")
+    code, _, err = _cli(["judge", str(run3.path), "--judges", f"{a},{bad}", "--levels", "group", "--no-progress"], capsys)
+    assert code == 0, err
+    code, out, err = _cli(["agreement", str(run3.path), "--n-boot", "100"], capsys)
+    assert code == 0, err
+    assert "found 2 judge(s)" not in out
+    assert "1 of 2 judges scored any item" in out and "fake/cli-never: 0 of 60 score rows scored" in out
+
+
+def test_alpha_lines_for_the_run_table(run3, fake_model, tmp_cache, capsys):
+    from mascot_eval.cli.agreement import alpha_lines
+
+    a, b = fake_model("cli-a2", _judge_a), fake_model("cli-b2", _judge_b)
+    code, _, err = _cli(["judge", str(run3.path), "--judges", f"{a},{b}", "--levels", "group", "--no-progress"], capsys)
+    assert code == 0, err
+    lines = alpha_lines(list(run3.judgments()), n_boot=100)
+    assert lines[0].startswith("judge agreement (Krippendorff alpha, ordinal")
+    assert any(ln.strip().startswith("group overall") and "n=15" in ln for ln in lines)
+    one = alpha_lines([r for r in run3.judgments() if r["judge"] == a], n_boot=100)
+    assert one == ["judge agreement: needs two judges scoring the same items; 1 of 1 judge scored any item"]
+
+
 def test_compare_cli(tmp_path, fake_model, tmp_cache, capsys):
     dirs = []
     for s in ("mascot", "esc", "zeroshot"):
@@ -100,6 +125,27 @@ def test_user_errors_are_one_line(run3, capsys):
 
 
 def test_help(capsys):
-    for cmd in (["judge"], ["compare"], ["agreement"], ["human"], ["human", "export"], ["human", "import"]):
+    for cmd in (["judge"], ["compare"], ["agreement"], ["human"], ["human", "export"], ["human", "import"], ["judges"],
+                ["judges", "validate"]):
         code, out, _ = _cli([*cmd, "--help"], capsys)
         assert code == 0 and "Usage" in out
+
+
+def test_run_table_prints_agreement_from_the_summary(run3, fake_model, tmp_cache, capsys):
+    """The printed results end with the judges' alpha lines, read from summary.json (nothing recomputed)."""
+    import json
+
+    from mascot_eval.cli.run import _print_results
+    from mascot_eval.runs.summary import summarize
+
+    a, b = fake_model("cli-a3", _judge_a), fake_model("cli-b3", _judge_b)
+    code, _, err = _cli(["judge", str(run3.path), "--judges", f"{a},{b}", "--levels", "group", "--no-progress"], capsys)
+    assert code == 0, err
+    summarize(run3, n_boot=100)
+    capsys.readouterr()
+    _print_results(run3)
+    out = capsys.readouterr().out
+    assert "judge agreement (Krippendorff alpha, ordinal" in out
+    s = json.loads(run3.summary_path.read_text())
+    rec = next(r for r in s["agreement"] if r["statistic"] == "alpha_ordinal" and r["criterion"] == "overall")
+    assert f"n={rec['n_items']}" in out and f"{rec['value']:+.3f}" in out

@@ -2,7 +2,8 @@
 
 Specs:
 - ``openai/<model>`` (key ``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` or ``openai/<model>@<url>`` to redirect)
-- ``anthropic/<model>`` (key ``ANTHROPIC_API_KEY``; ``ANTHROPIC_BASE_URL`` or ``anthropic/<model>@<url>``)
+- ``anthropic/<model>`` (key ``ANTHROPIC_API_KEY``; ``ANTHROPIC_BASE_URL`` or ``anthropic/<model>@<url>``, given
+  as ``https://host`` or ``https://host/v1``: the SDK appends ``/v1/messages`` itself, so a trailing ``/v1`` is dropped)
 - ``openai-compatible/<model>@http://host:port/v1`` (vLLM, llama.cpp, ...; key
   ``OPENAI_COMPATIBLE_API_KEY`` if the server wants one)
 
@@ -235,11 +236,23 @@ class OpenAICompatibleBackend(OpenAIBackend):
 ANSWER_TOOL = "answer"
 
 
+def anthropic_base_url(url: str) -> str:
+    """The server root the Anthropic SDK wants: it posts to ``<base>/v1/messages``, so a base URL given
+    with its API version (``https://host/v1``, as OpenAI-style URLs are written) loses the ``/v1``."""
+    root = url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else url
+
+
 class AnthropicBackend(_SDKBackend):
     kind = "anthropic"
     supports_json_schema = True  # tool mode
     key_env = "ANTHROPIC_API_KEY"
     sdk_module = "anthropic"
+
+    def __init__(self, spec: str) -> None:
+        super().__init__(spec)
+        if self.endpoint:
+            self.endpoint = anthropic_base_url(self.endpoint)
 
     def default_endpoint(self) -> str | None:
         return os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"

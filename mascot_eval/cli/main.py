@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "judge": "mascot_eval.cli.judge:judge",
     "compare": "mascot_eval.cli.compare:compare",
     "agreement": "mascot_eval.cli.agreement:agreement",
+    "judges": "mascot_eval.cli.judges:judges",
     "metrics": "mascot_eval.cli.metrics:metrics",
     "leaderboard": "mascot_eval.cli.leaderboard:leaderboard",
     "sweep": "mascot_eval.cli.sweep:sweep",

@@ -273,6 +273,14 @@ def _print_results(rundir) -> None:
         total = bad + scored.get(judge, 0)
         if total:
             console.print(f"judge {judge}: {bad}/{total} score rows unscored ({bad / total:.0%}), never counted as zero")
+    failed = summary["counts"].get("judgments_failed") or {}
+    counts = {j: (scored.get(j, 0), scored.get(j, 0) + sum(unscored.get(j, {}).values()) + failed.get(j, 0))
+              for j in sorted(set(unscored) | set(scored) | set(failed))}
+    if len(counts) > 1:
+        from .agreement import agreement_lines
+
+        for line in agreement_lines(summary.get("agreement") or [], counts):
+            console.print(line, highlight=False)
 
 
 def _cell(e: dict[str, Any] | None) -> str:

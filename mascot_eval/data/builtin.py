@@ -1,3 +1,3 @@
 """Registers the built-in context loaders (imported lazily by ``LOADERS``)."""
 
-from . import ed, esconv, qmsum, userfiles  # noqa: F401  (each module registers its loader)
+from . import ed, esconv, qmsum, rated, userfiles  # noqa: F401  (each module registers its loader)

@@ -2,7 +2,8 @@
 
 Per judge: judging units (one call with its re-asks), API calls, parse-failure rate (units left
 unscored because the reply could not be parsed; never hidden as zeros), re-ask rate, call
-failures, first-position pick rate in three-way comparisons (1/3 = no bias), length bias
+failures, verdicts the guards left unscored (``degenerate``, ``steered``), first-position pick
+rate in three-way comparisons (1/3 = no bias), length bias
 (Spearman correlation between a unit's overall score and the words it judged), and tokens, cost
 and latency per 100 dialogues.
 """
@@ -22,7 +23,7 @@ from .run import latest_judgments
 
 COLUMNS = [
     "judge", "judge_model", "dialogues", "units", "api_calls", "scored_units", "parse_failures", "parse_failure_rate",
-    "reask_rate", "call_failures", "cached_calls", "first_position_rate", "first_position_n", "length_bias_spearman",
+    "reask_rate", "call_failures", "degenerate", "steered", "cached_calls", "first_position_rate", "first_position_n", "length_bias_spearman",
     "length_bias_n", "prompt_tokens_per_100", "completion_tokens_per_100", "cost_usd_per_100", "latency_s_per_100",
 ]
 
@@ -88,6 +89,8 @@ def diagnostics_table(
             "parse_failure_rate": parse_fail / n_units if n_units else float("nan"),
             "reask_rate": sum(1 for u in usage if u.get("reasks", 0) > 0) / n_units if n_units else float("nan"),
             "call_failures": call_fail,
+            "degenerate": sum(1 for u in judged if (u.get("reason") or "").startswith("degenerate")),
+            "steered": sum(1 for u in judged if (u.get("reason") or "").startswith("steered")),
             "cached_calls": int(sum(u.get("cached", 0) for u in usage)),
             "first_position_rate": fp,
             "first_position_n": fp_n,

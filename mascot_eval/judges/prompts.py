@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..personas import PersonaCard
 from ..transcript import Transcript
 
 
-def dialogue_text(t: Transcript, *, max_chars_per_turn: int = 1500) -> str:
+def dialogue_text(t: Transcript, *, max_chars_per_turn: int = 1500, transform: Callable[[str], str] | None = None) -> str:
+    """``[round r] speaker: text`` lines; ``transform`` (e.g. the guards' neutraliser) sees each raw turn text."""
     lines = []
     for turn in t.turns:
-        text = " ".join(turn.text.split())
+        text = " ".join((transform(turn.text) if transform else turn.text).split())
         if len(text) > max_chars_per_turn:
             text = text[:max_chars_per_turn] + " [...]"
         lines.append(f"[round {turn.round}] {turn.speaker}: {text}")
     return "\n".join(lines)
 
 
-def history_text(history: list[dict[str, str]]) -> str:
+def history_text(history: list[dict[str, str]], *, transform: Callable[[str], str] | None = None) -> str:
     lines = []
     for m in history:
         who = m.get("name") or m.get("speaker") or m.get("role", "?")
-        lines.append(f"{who}: {' '.join(str(m.get('content', '')).split())}")
+        text = str(m.get("content", ""))
+        lines.append(f"{who}: {' '.join((transform(text) if transform else text).split())}")
     return "\n".join(lines) if lines else "(the conversation has not started)"
 
 
-def situation_text(context: dict[str, Any]) -> str:
+def situation_text(context: dict[str, Any], *, transform: Callable[[str], str] | None = None) -> str:
     parts = []
     for key, label in (
         ("situation", "Situation"),
@@ -37,7 +40,8 @@ def situation_text(context: dict[str, Any]) -> str:
     ):
         v = context.get(key)
         if v:
-            parts.append(f"{label}: {' '.join(str(v).split())}")
+            v = transform(str(v)) if transform else str(v)
+            parts.append(f"{label}: {' '.join(v.split())}")
     return "\n".join(parts) if parts else "(no situation recorded)"
 
 

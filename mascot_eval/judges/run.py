@@ -75,7 +75,10 @@ async def judge_rundir_async(
     progress: bool = True,
     transcripts: list[Transcript] | None = None,
     max_parallel_dialogues: int = 16,
+    cards: list | dict | None = None,
 ) -> JudgeResult:
+    """``cards``: the persona cards to show (None: each transcript's persona group; {} for none, e.g.
+    human dialogues)."""
     for lv in levels or ():
         criteria_for(lv) if lv in ("agent", "group") else _bad_level(lv)
     if isinstance(judges, list) and judges and all(isinstance(j, Judge) for j in judges):
@@ -92,11 +95,11 @@ async def judge_rundir_async(
             from ..backends.usage import begin_run
 
             begin_run(float(rundir.read_manifest().get("cost_usd") or 0.0))
-        return await _judge_locked(rundir, panel, ts, levels, progress, max_parallel_dialogues)
+        return await _judge_locked(rundir, panel, ts, levels, progress, max_parallel_dialogues, cards)
 
 
 async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript], levels: Any, progress: bool,
-                        max_parallel_dialogues: int) -> JudgeResult:
+                        max_parallel_dialogues: int, cards: list | dict | None = None) -> JudgeResult:
     from ..records.manifest import StepRecord
     from ..runs.ledger import record_ledger
 
@@ -153,7 +156,7 @@ async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript]
 
     async def run_job(j: Judge, t: Transcript, todo: list[tuple[str, str | None]]) -> None:
         async with sem:
-            await judge_units(j, t, todo, on_unit=lambda rows: record(j, t, rows))
+            await judge_units(j, t, todo, cards, on_unit=lambda rows: record(j, t, rows))
 
     status = "done"
     try:

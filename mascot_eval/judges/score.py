@@ -9,7 +9,10 @@ A reply that cannot be parsed is re-asked ``spec.reask`` times (default once) an
 ``status: "unscored"`` with ``reason: "parse_failed: ..."``. A call that fails after the client's
 retries is ``reason: "call_failed: ..."`` (retried on the next resume). Neither ever becomes a score.
 A judge with ``mode: logprob`` does not generate: its scores are read from next-token probabilities
-of a prefilled verdict (:meth:`Judge.ask_logprob`).
+of a prefilled verdict (:meth:`Judge.ask_logprob`). The judge's guards (``guards:`` in its YAML,
+:mod:`mascot_eval.judges.guards`) neutralise judge-directed text in the material before prompting
+and leave a verdict unscored as ``degenerate: ...`` (placeholder, out of schema) or ``steered: ...``
+(it follows an instruction found in the material).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..errors import UserError
 from ..fileio import stable_hash
 from ..personas import PersonaCard
 from ..transcript import Transcript
+from . import guards as guard
 from . import prompts
 from .parse import Parsed, parse_scores, weighted_scores
 from .rubrics import Rubric, load_rubric
@@ -48,6 +52,22 @@ def scores_schema(criteria: tuple[str, ...]) -> dict[str, Any]:
         "required": ["rationale", *criteria],
         "additionalProperties": False,
     }
+
+
+@dataclass
+class Material:
+    """What a judge is shown of one transcript (or one candidate reply), after the guards' neutraliser.
+
+    ``found``: judge-directed passages in the material; ``seen``: those the judge still saw (all of
+    them when ``guards.neutralise`` is off, none when it is on); ``text``: the raw material, for the
+    check that a rationale mentions it.
+    """
+
+    parts: dict[str, str]
+    neutralised: int = 0
+    found: guard.Found = field(default_factory=guard.Found)
+    seen: guard.Found = field(default_factory=guard.Found)
+    text: str = ""
 
 
 @dataclass
@@ -82,10 +102,12 @@ class Judge:
         self.root = self.spec.judges_root
         self.rubrics: dict[str, Rubric] = {lvl: load_rubric(self.root, f, lvl) for lvl, f in self.spec.rubrics.items()}
         t = self.spec.templates
-        self.template_hash = templates_hash(self.root, [t.system, t.agent, t.group, t.response, t.threeway, t.reask])
+        self.template_hash = templates_hash(self.root, [t.system, t.agent, t.group, t.response, t.threeway, t.reask, t.pick_best])
         self.spec_hash = self.spec.spec_hash
         self.tag = f"judge:{self.spec.name}"
         self._client = None
+        self.guards = self.spec.guards
+        self.patterns = guard.load_patterns(self.root, self.guards)
 
     @property
     def client(self):
@@ -104,16 +126,65 @@ class Judge:
     def render(self, template: str, nonce_parts: list[str], **ctx: Any) -> str:
         return render(self.root, template, nonce=make_nonce(self.spec.name, *nonce_parts), **ctx)
 
-    async def ask(self, user_prompt: str, criteria: tuple[str, ...]) -> Asked:
-        """Ask for scores on ``criteria``; re-ask on a parse failure; never raise for a bad reply."""
+    async def ask(self, user_prompt: str, criteria: tuple[str, ...], material: Material | None = None) -> Asked:
+        """Ask for scores on ``criteria``; re-ask on a parse failure; never raise for a bad reply.
+
+        With ``material`` (what :meth:`material` built for this prompt) the guards check the verdict.
+        """
         if self.spec.mode == "logprob":
-            return await self.ask_logprob(user_prompt, criteria)
-        asked = await self.ask_with(
-            user_prompt, lambda text, shown: parse_scores(text, criteria, shown=shown), scores_schema(criteria)
-        )
-        if asked.parsed.ok and asked.response is not None:
-            asked.weighted = weighted_scores(asked.response.text, asked.response.top_logprobs, asked.parsed.key_positions)
+            asked = await self.ask_logprob(user_prompt, criteria)
+        else:
+            asked = await self.ask_with(
+                user_prompt, lambda text, shown: parse_scores(text, criteria, shown=shown), scores_schema(criteria)
+            )
+            if asked.parsed.ok and asked.response is not None:
+                asked.weighted = weighted_scores(asked.response.text, asked.response.top_logprobs, asked.parsed.key_positions)
+        if asked.parsed.ok and material is not None:
+            why = self.check_verdict(asked.parsed, criteria, material)
+            if why:
+                asked.parsed = Parsed(False, asked.parsed.scores, asked.parsed.rationale, why, asked.parsed.obj)
+                asked.reason = why
+                asked.weighted = {}
         return asked
+
+    def check_verdict(self, parsed: Parsed, criteria: tuple[str, ...], material: Material) -> str | None:
+        """``degenerate: ...`` or ``steered: ...`` when the guards reject a parsed verdict, else None.
+        A ``mode: logprob`` verdict has no rationale or free-form values: only the steered-score check applies."""
+        g, pats = self.guards, self.patterns
+        if self.spec.mode != "logprob":
+            why = guard.degenerate_reason(parsed.obj, parsed.scores, parsed.rationale, criteria, guards=g, pats=pats,
+                                          structured=self.spec.structured_output, material=material.text)
+            if why:
+                return why
+        rationale = parsed.rationale if self.spec.mode != "logprob" else None
+        return guard.steered_reason(rationale, parsed.scores, criteria, material.seen, guards=g, pats=pats)
+
+    def neutraliser(self, found: guard.Found):
+        """A text transform for prompts: judge-directed sentences become the marker (guards.neutralise),
+        and every passage found (replaced or not) is collected in ``found``."""
+        replace = self.guards.neutralise
+
+        def transform(text: str) -> str:
+            out, f = guard.neutralise(text, self.patterns, replace=replace)
+            found.hits.extend(f.hits)
+            return out
+
+        return transform
+
+    def material(self, t: Transcript | None = None, *, history: list[dict[str, str]] | None = None,
+                 response: str | None = None) -> Material:
+        """The prompt material of a transcript (dialogue, situation) or of a candidate reply (history, response)."""
+        found = guard.Found()
+        tf = self.neutraliser(found)
+        if t is not None:
+            parts = {"situation": prompts.situation_text(t.context, transform=tf), "dialogue": prompts.dialogue_text(t, transform=tf)}
+            raw = prompts.situation_text(t.context) + "\n" + prompts.dialogue_text(t) + "\n" + " ".join(t.agents)
+        else:
+            parts = {"history": prompts.history_text(history or [], transform=tf), "response": tf(response or "")}
+            raw = prompts.history_text(history or []) + "\n" + (response or "")
+        replaced = self.guards.neutralise and bool(found)
+        n = _count_markers(parts, self.patterns.marker) if replaced else 0
+        return Material(parts, n, found, guard.Found() if self.guards.neutralise else found, raw)
 
     async def ask_with(
         self, user_prompt: str, parse: Callable[[str, str], Parsed], json_schema: dict[str, Any] | None
@@ -176,30 +247,55 @@ class Judge:
         return asked
 
     # prompts
-    def agent_prompt(self, t: Transcript, agent: str, card: PersonaCard | None) -> str:
+    def agent_prompt(self, t: Transcript, agent: str, card: PersonaCard | None, material: Material | None = None) -> str:
+        m = material or self.material(t)
         return self.render(
             self.spec.templates.agent,
-            [t.dialogue_id, "agent", agent, prompts.dialogue_text(t)],
+            [t.dialogue_id, "agent", agent, m.parts["dialogue"]],
             agent=agent,
             agents=t.agents,
             card=prompts.card_text(card) if card else None,
-            situation=prompts.situation_text(t.context),
-            dialogue=prompts.dialogue_text(t),
+            situation=m.parts["situation"],
+            dialogue=m.parts["dialogue"],
             n_rounds=len(t.rounds()),
             rubric=self.rubric("agent").for_template(),
+            neutralised=m.neutralised,
+            marker=self.patterns.marker,
         )
 
-    def group_prompt(self, t: Transcript, cards: dict[str, PersonaCard]) -> str:
+    def group_prompt(self, t: Transcript, cards: dict[str, PersonaCard], material: Material | None = None) -> str:
+        m = material or self.material(t)
         return self.render(
             self.spec.templates.group,
-            [t.dialogue_id, "group", prompts.dialogue_text(t)],
+            [t.dialogue_id, "group", m.parts["dialogue"]],
             agents=t.agents,
             cards="\n\n".join(prompts.card_text(c) for c in cards.values()) if cards else None,
-            situation=prompts.situation_text(t.context),
-            dialogue=prompts.dialogue_text(t),
+            situation=m.parts["situation"],
+            dialogue=m.parts["dialogue"],
             n_rounds=len(t.rounds()),
             rubric=self.rubric("group").for_template(),
+            neutralised=m.neutralised,
+            marker=self.patterns.marker,
         )
+
+
+    def response_prompt(self, key: str, agent: str, card: str | None, history: list[dict[str, str]],
+                        response: str) -> tuple[str, Material]:
+        """The prompt that scores one candidate reply (training, Stage 1) and the material it shows."""
+        m = self.material(history=history, response=response)
+        m.text += "\n" + agent
+        prompt = self.render(
+            self.spec.templates.response,
+            [key, m.parts["history"], m.parts["response"]],
+            agent=agent,
+            card=card,
+            history=m.parts["history"],
+            response=m.parts["response"],
+            rubric=self.rubric("agent").for_template(),
+            neutralised=m.neutralised,
+            marker=self.patterns.marker,
+        )
+        return prompt, m
 
 
 def _status(asked: Asked | None) -> str:
@@ -208,6 +304,10 @@ def _status(asked: Asked | None) -> str:
     if asked is not None and (asked.reason or "").startswith("call_failed"):
         return "call_failed"
     return "unscored"
+
+
+def _count_markers(parts: dict[str, str], marker: str) -> int:
+    return sum(v.count(marker) for v in parts.values())
 
 
 def _rows(judge: Judge, t: Transcript, level: str, agent: str | None, asked: Asked | None, reason: str | None) -> list[dict[str, Any]]:
@@ -240,7 +340,7 @@ def _rows(judge: Judge, t: Transcript, level: str, agent: str | None, asked: Ask
                 "weighted_score": w,
                 "status": status,
                 "reason": None if ok else (asked.reason if asked is not None else reason),
-                "rationale": asked.parsed.rationale if ok else None,
+                "rationale": asked.parsed.rationale if asked is not None else None,
                 "usage": usage if i == 0 else None,
                 "call_id": asked.call_id if asked is not None else None,
                 "spec_hash": judge.spec_hash,
@@ -261,16 +361,17 @@ async def judge_units(
     """Judge the (level, agent) units of one transcript concurrently; one row list per unit.
     ``on_unit`` receives each unit's rows as soon as that unit is done (to record it at once)."""
     by_name = prompts.cards_by_name(t, cards)
+    material = judge.material(t)
 
     async def one(level: str, agent: str | None) -> list[dict[str, Any]]:
         if level == "agent":
             assert agent is not None
             if not t.turns_of(agent):
                 return _rows(judge, t, level, agent, None, "no_turns: the agent never spoke")
-            prompt = judge.agent_prompt(t, agent, by_name.get(agent))
+            prompt = judge.agent_prompt(t, agent, by_name.get(agent), material)
         else:
-            prompt = judge.group_prompt(t, by_name)
-        asked = await judge.ask(prompt, criteria_for(level))
+            prompt = judge.group_prompt(t, by_name, material)
+        asked = await judge.ask(prompt, criteria_for(level), material)
         return _rows(judge, t, level, agent, asked, None)
 
     async def done(level: str, agent: str | None) -> list[dict[str, Any]]:
@@ -333,16 +434,8 @@ async def score_response(
     ``history`` is the conversation so far as ``[{"role" or "name": speaker, "content": text}, ...]``.
     """
     j = get_judge(judge, settings)
-    prompt = j.render(
-        j.spec.templates.response,
-        [persona.id, prompts.history_text(history), response],
-        agent=persona.name,
-        card=prompts.card_text(persona),
-        history=prompts.history_text(history),
-        response=response,
-        rubric=j.rubric("agent").for_template(),
-    )
-    asked = await j.ask(prompt, criteria_for("agent"))
+    prompt, m = j.response_prompt(persona.id, persona.name, prompts.card_text(persona), history, response)
+    asked = await j.ask(prompt, criteria_for("agent"), m)
     if not asked.parsed.ok:
         return {c: None for c in criteria_for("agent")}
     if j.spec.mode == "logprob":  # continuous expected digits: finer than the most probable digit

@@ -22,6 +22,7 @@ from ..fileio import sha256_file, stable_hash
 from ..registry import Registry
 from ..templating import check_name
 from ..yamlfile import read_yaml, validate
+from .guards import Guards, patterns_path
 
 JUDGES: Registry[Any] = Registry("judge")
 
@@ -53,8 +54,9 @@ class Templates(BaseModel):
     response: str = "response.j2"
     threeway: str = "threeway.j2"
     reask: str = "reask.j2"
+    pick_best: str = "pick_best.j2"  # judges validate: position bias on triples of validation dialogues
 
-    @field_validator("system", "agent", "group", "response", "threeway", "reask")
+    @field_validator("system", "agent", "group", "response", "threeway", "reask", "pick_best")
     @classmethod
     def _names(cls, v: str) -> str:
         return _template_name(v)
@@ -77,6 +79,8 @@ class JudgeSpec(BaseModel):
     mode: Literal["generate", "logprob"] = "generate"
     rubrics: dict[str, str] = Field(default_factory=lambda: {"agent": "agent.yaml", "group": "group.yaml"})
     templates: Templates = Field(default_factory=Templates)
+    # degenerate verdicts, judge-directed text in the data, verdicts that follow it (judges/guards.py)
+    guards: Guards = Field(default_factory=Guards)
 
     @field_validator("rubrics")
     @classmethod
@@ -111,14 +115,15 @@ class JudgeSpec(BaseModel):
 
     @property
     def spec_hash(self) -> str:
-        """Hash of the spec and the rubric files it uses (changes when scoring would change)."""
+        """Hash of the spec and the rubric and guard-pattern files it uses (changes when scoring would change)."""
         from .rubrics import rubric_path
 
         rub = {}
         for level, fname in sorted(self.rubrics.items()):
             p = rubric_path(self.judges_root, fname, where=self.file or f"judge '{self.name}'", field=f"rubrics.{level}")
             rub[level] = sha256_file(p) if p.is_file() else None
-        return stable_hash({"spec": self.model_dump(), "rubrics": rub})
+        g = patterns_path(self.judges_root, self.guards)
+        return stable_hash({"spec": self.model_dump(), "rubrics": rub, "guards": sha256_file(g) if g.is_file() else None})
 
 
 def check_mode(spec: JudgeSpec) -> None:

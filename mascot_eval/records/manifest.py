@@ -66,6 +66,10 @@ class Manifest(Record):
     steps: dict[str, StepRecord] = Field(default_factory=dict)  # the latest record of each step
     usage: dict[str, UsageLedger] = Field(default_factory=dict)  # step -> ledger over the whole run
     cost_usd: float = 0.0
+    # `judges validate` runs: the mapping and probe files (with hashes), sets, limits and command;
+    # seconds per judge and set (for the evaluators table's seconds per 1,000)
+    validation: dict[str, Any] | None = None
+    validation_timing: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: Any, *, where: str = "manifest.json") -> Manifest:
