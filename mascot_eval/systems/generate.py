@@ -30,7 +30,7 @@ from .base import System, Tally
 from .checkpoint import Checkpoint, load_checkpoint
 from .engine import new_state, run_dialogue
 from .factory import build_system
-from .user_sim import USER_DECODING, UserSimulator
+from .user_sim import USER_DECODING, SharedTurns, UserSimulator
 
 Pair = tuple[Context, "str | None"]
 
@@ -104,6 +104,7 @@ def _plan(
     jobs: list[_Job] = []
     sys_info: dict[str, Any] = {}
     task_info: dict[str, Any] = {}
+    shared = SharedTurns()  # user openers: one call per context and profile, shared by every system
     for task in tasks:
         if pairs is not None and task.name in pairs:
             tp = list(pairs[task.name])[: limit if limit else None]
@@ -118,7 +119,7 @@ def _plan(
                                 "domain": task.domain, "rounds": task.rounds, "contexts": len(tp), "file": task.file}
         for name in dict.fromkeys(systems):
             system = build_system(name, task, model=model, checkpoint=checkpoint, personas_root=personas_root)
-            user = UserSimulator(task, user_model, agents=system.agents)
+            user = UserSimulator(task, user_model, agents=system.agents, shared=shared)
             # fail on a broken template before anything is written
             probe = new_state(task, tp[0][0], tp[0][1], system, seed=0)
             probe.round = 1
