@@ -318,9 +318,14 @@ def _row_sampler(seeds: list[tuple[int | None, int]], sampled: list[bool]) -> An
     left alone. With greedy decoding on top, each sampled row's token is an exact draw from its
     softmax over the filtered scores, independent of every other row."""
     import torch
-    from transformers import LogitsProcessor
 
-    gens = [torch.Generator().manual_seed(row_seed(s, i)) if on else None for (s, i), on in zip(seeds, sampled)]
+    return _gumbel([torch.Generator().manual_seed(row_seed(s, i)) if on else None for (s, i), on in zip(seeds, sampled)])
+
+
+def _gumbel(gens: list[Any]) -> Any:
+    """The Gumbel-noise processor over one generator per row (None = greedy row, no noise)."""
+    import torch
+    from transformers import LogitsProcessor
 
     class _Gumbel(LogitsProcessor):
         def __call__(self, input_ids: Any, scores: Any) -> Any:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "leaderboard": "mascot_eval.cli.leaderboard:leaderboard",
     "report": "mascot_eval.cli.report:report",
     "regress": "mascot_eval.cli.regress:regress",
+    "plan": "mascot_eval.cli.plan:plan",
     "human": "mascot_eval.cli.human:human",
     "tasks": "mascot_eval.cli.tasks:tasks",
     "systems": "mascot_eval.cli.systems:systems",

@@ -98,7 +98,8 @@ async def judge_rundir_async(
         raise UserError(f"{rundir.transcripts_path}: no transcripts to judge; run `mascot-eval generate` first")
     rundir.update_manifest(
         judges={
-            j.spec.name: {"model": j.spec.model, "spec_hash": j.spec_hash, "template_hash": j.template_hash, "file": j.spec.file}
+            j.spec.name: {"model": j.spec.model, "spec_hash": j.spec_hash, "template_hash": j.template_hash, "file": j.spec.file,
+                          "rubrics": _rubric_hashes(j.spec)}
             for j in panel
         }
     )
@@ -148,6 +149,17 @@ async def judge_rundir_async(
         if progress and total:
             print(file=sys.stderr)
     return result
+
+
+def _rubric_hashes(spec: JudgeSpec) -> dict[str, str | None]:
+    """level -> sha256 (16 hex) of the rubric file the judge uses, for `regress` to compare rubric versions."""
+    from ..fileio import sha256_file
+
+    out: dict[str, str | None] = {}
+    for level, fname in sorted(spec.rubrics.items()):
+        p = spec.judges_root / "rubrics" / fname
+        out[level] = sha256_file(p)[:16] if p.is_file() else None
+    return out
 
 
 def _bad_level(lv: str) -> None:
