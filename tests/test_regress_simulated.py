@@ -45,6 +45,22 @@ def test_false_failure_rate_of_identical_runs_is_at_most_nominal(record_property
     assert rate0 <= 0.06
 
 
+def test_bound_is_the_paired_t_bound_and_handles_clusters_and_constant_differences():
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    d = rng.normal(-1.0, 4.0, 50)
+    b = gate_bound(d, list(range(50)), alpha=0.025, n_boot=20000, seed=0)
+    t_lo = d.mean() - stats.t.ppf(0.975, 49) * d.std(ddof=1) / np.sqrt(50)
+    assert b.lo == pytest.approx(t_lo, abs=0.03) and b.sd == pytest.approx(d.std(ddof=1), rel=0.02)
+    # two profiles per context: 25 clusters, not 50 independent units
+    bc = gate_bound(d, [i // 2 for i in range(50)], alpha=0.025, n_boot=4000, seed=0)
+    assert bc.n == 25 and bc.n_obs == 50
+    same = gate_bound(np.zeros(10), list(range(10)), alpha=0.025)
+    assert (same.lo, same.hi, same.sd) == (0.0, 0.0, 0.0) and decide(same, 2.0)[0] == PASS
+    assert decide(same, 0.0)[0] == "INCONCLUSIVE"  # a zero difference is not above a zero margin
+
+
 def test_min_contexts_and_power_formulas():
     assert min_contexts(0.05) == 5 and min_contexts(0.05 / 11) == 8 and min_contexts(0.5) == 2
     # MDD falls like 1/sqrt(n); contexts_needed inverts it

@@ -617,6 +617,8 @@ def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float
         b_sys = _one_system(bd, baseline_system or (c_sys if c_sys in set(bd.units["label"]) else None), f"baseline {baseline}")
         bu, cu = bd.units[bd.units["label"] == b_sys], pd_.units[pd_.units["label"] == c_sys]
         design = f"paired: {c_sys} in {pilot} vs {b_sys} in {baseline}"
+        notes += [f"not comparable as a gate would need (regress refuses it): {m.line()}"
+                  for m in compare_runs(run_profile(bd, b_sys), run_profile(pd_, c_sys))]
     else:
         labels = sorted(set(pd_.units["label"])) if not pd_.units.empty else []
         if not labels:
