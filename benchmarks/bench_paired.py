@@ -1,6 +1,6 @@
 """Benchmark: how much the paired design shrinks the noise of a system-vs-itself comparison.
 
-One system under two names (``twin-a``, ``twin-b``: the same single-agent config, so every real
+One system under two names (``twin-a``, ``twin-b``: the same zero-shot config, so every real
 difference between them is zero) is run on the ED (``ed-positive``) and QMSum (``qmsum-product``)
 tasks with the embedded SmolLM2 model, twice in the same process:
 
@@ -10,7 +10,8 @@ tasks with the embedded SmolLM2 model, twice in the same process:
 * ``after``: the code as it is: the opener is one shared call per (context, profile), user calls are
   seeded without the system, and each sampled request has its own random stream.
 
-For each dialogue-level measure, the paired difference twin-a - twin-b per context gets its cluster-
+Measures: three dialogue-level metrics (agent tokens, distinct-2, ROUGE-L echo of the user) and the
+`local` judge's group-level scores (logprob mode on the same model). For each, the paired difference twin-a - twin-b per context gets its cluster-
 bootstrap standard error (the one `mascot-eval regress` uses); the JSON records it before and after,
 their ratio (after / before; below 1 = the design removed noise), the per-context standard deviation
 and the share of contexts whose user turns are byte-identical between the twins. Agents keep their
@@ -87,11 +88,11 @@ class legacy:
 
 
 def _systems(tmp: Path, max_tokens: int) -> list[str]:
-    src = (REPO / "baselines" / "single-agent.yaml").read_text()
+    src = (REPO / "baselines" / "zero-shot.yaml").read_text()
     out = []
     for name in SYSTEMS:
         p = tmp / f"{name}.yaml"
-        p.write_text(src.replace("name: single-agent", f"name: {name}").replace("max_tokens: 80", f"max_tokens: {max_tokens}"))
+        p.write_text(src.replace("name: zero-shot", f"name: {name}").replace("max_tokens: 80", f"max_tokens: {max_tokens}"))
         out.append(str(p))
     return out
 
@@ -113,7 +114,7 @@ def _one(mode: str, task_name: str, tmp: Path, systems: list[str], args) -> dict
     t_judge = 0.0
     if args.judge:
         t1 = time.perf_counter()
-        judge_rundir(rd, "local", settings=settings, levels=("agent",), progress=False)
+        judge_rundir(rd, "local", settings=settings, levels=("group",), progress=False)
         t_judge = time.perf_counter() - t1
     data = load_runs([rd])
     dv = dialogue_values(data.units, ALL_JUDGES)
@@ -141,17 +142,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=8, help="contexts per task")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--max-tokens", type=int, default=40, help="agent reply length")
+    ap.add_argument("--max-tokens", type=int, default=32, help="agent reply length")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-judge", dest="judge", action="store_false", help="skip the local judge (agent level)")
+    ap.add_argument("--no-judge", dest="judge", action="store_false", help="skip the local judge (group level)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "paired.json"))
     args = ap.parse_args()
     os.environ.setdefault("MASCOT_TORCH_THREADS", str(os.cpu_count() or 1))
     started = time.time()
     result: dict = {"benchmark": "paired", "description": __doc__.split("\n\n")[1].replace("\n", " "),
-                    "settings": {"tasks": list(TASKS), "systems": list(SYSTEMS), "base_system": "single-agent",
+                    "settings": {"tasks": list(TASKS), "systems": list(SYSTEMS), "base_system": "zero-shot",
                                  "limit": args.limit, "rounds": args.rounds, "agent_max_tokens": args.max_tokens,
-                                 "seed": args.seed, "judge": "local (agent level)" if args.judge else None,
+                                 "seed": args.seed, "judge": "local (group level)" if args.judge else None,
                                  "metrics": METRICS, "model": "embedded (SmolLM2-135M)",
                                  "se": "cluster bootstrap over contexts, 4000 replicates"},
                     "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
