@@ -169,6 +169,8 @@ class GeneratePlan:
     seed: int
     pairs: dict[str, list[Pair]] = field(default_factory=dict)  # task name -> (context, profile), after --limit
     units: list[Unit] = field(default_factory=list)
+    # user openers: one call per context and profile, shared by every system's dialogue (paired design)
+    shared: Any = field(default=None)
 
     def expected(self) -> dict[str, tuple[str, int, str]]:
         """dialogue id -> (system config hash, seed, user simulator hash) this plan would write."""
@@ -222,7 +224,7 @@ def check_checkpoint(path: str | Path | None) -> Checkpoint | None:
 
 
 def check_system(name: str, task: TaskSpec, pair: Pair, *, model: str, user_model: str, checkpoint: Checkpoint | None,
-                 personas_root: str | Path | None = None) -> Unit:
+                 personas_root: str | Path | None = None, shared: Any = None) -> Unit:
     """Build the system for ``task`` and render every template it and the user simulator use once with
     the task's first context; every model spec it resolves is checked."""
     from .systems.engine import new_state
@@ -241,7 +243,7 @@ def check_system(name: str, task: TaskSpec, pair: Pair, *, model: str, user_mode
         key = role.split(":", 1)[-1]
         field_name = f"{where}: field 'models.{key}'" if (key in cfg.models or role in cfg.models) else f"{role} model"
         check_model_spec(spec, field_name)
-    user = UserSimulator(task, user_model, agents=system.agents)
+    user = UserSimulator(task, user_model, agents=system.agents, shared=shared)
     probe = new_state(task, pair[0], pair[1], system, seed=0)
     probe.round = 1
     user.preflight(probe)
@@ -290,8 +292,10 @@ def plan_from_specs(task_specs: Sequence[TaskSpec], systems: Sequence[str], *, m
     user_model = user_model or model
     check_model_spec(user_model, "--user-model")
     ckpt = checkpoint if isinstance(checkpoint, _Checkpoint) else check_checkpoint(checkpoint)
+    from .systems.user_sim import SharedTurns
+
     plan = GeneratePlan(tasks=list(task_specs), systems=system_names, model=model, user_model=user_model, checkpoint=ckpt,
-                        data_dir=data_dir, limit=limit, seed=seed)
+                        data_dir=data_dir, limit=limit, seed=seed, shared=SharedTurns())
     for task in task_specs:
         if pairs is not None and task.name in pairs:
             plan.pairs[task.name] = list(pairs[task.name])[: limit if limit else None]
@@ -301,7 +305,7 @@ def plan_from_specs(task_specs: Sequence[TaskSpec], systems: Sequence[str], *, m
             plan.pairs[task.name] = check_task_contents(task, data_dir, limit, personas_root)
         for name in system_names:
             plan.units.append(check_system(name, task, plan.pairs[task.name][0], model=model, user_model=user_model,
-                                           checkpoint=ckpt, personas_root=personas_root))
+                                           checkpoint=ckpt, personas_root=personas_root, shared=plan.shared))
     return plan
 
 

@@ -9,7 +9,9 @@ company, groups the waiting requests by adapter and sampling settings, and runs 
 one left-padded ``model.generate`` call. Every row keeps its own ``max_tokens`` and stop strings:
 a per-row stopping criterion ends a row when it hits its own limit, its end-of-turn token or one
 of its stop strings, and the answer is cut there. So several dialogues advance at once on two
-CPU cores instead of queueing one behind the other.
+CPU cores instead of queueing one behind the other. Every row keeps its own decoding too, and a
+sampled row draws from its own random stream seeded by its (seed, sample_index) (Gumbel-max with
+one generator per row), so its text does not depend on which requests share its batch.
 """
 
 from __future__ import annotations
@@ -179,15 +181,15 @@ class LocalEngine:
             return_dict_in_generate=True,
             output_logits=want_lp,
         )
+        kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if sample:
             # rows keep their own decoding: greedy rows take the arg-max, sampled rows their own
-            # temperature and top-p (one processor for the whole batch, so mixed calls share a batch)
-            kw.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                      logits_processor=_row_decoding([(p.temperature, p.top_p) for p in params]))
-            seed = hash(tuple(sorted((p.seed or 0, p.sample_index) for p in params))) & 0x7FFFFFFF
-            torch.manual_seed(seed)
-        else:
-            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            # temperature and top-p, and draw from their own random stream (seed, sample_index), so
+            # a row's text never depends on its batch mates (Gumbel-max: the arg-max of the filtered
+            # scores plus the row's Gumbel noise is a draw from the row's distribution)
+            procs = _row_decoding([(p.temperature, p.top_p) for p in params])
+            procs.append(_row_sampler([(p.seed, p.sample_index) for p in params], [p.temperature > 0 for p in params]))
+            kw.update(logits_processor=procs)
         with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
             out = self.model.generate(**enc, **kw)
         self.batches.append(len(jobs))
@@ -300,6 +302,42 @@ def _row_decoding(rows: list[tuple[float, float]]) -> Any:
             return scores.masked_fill(drop, float("-inf"))
 
     return LogitsProcessorList([_Rows()])
+
+
+def row_seed(seed: int | None, sample_index: int) -> int:
+    """The random stream of one sampled request: a function of its (seed, sample_index) only
+    (``seed=None`` is a fixed stream too, so unseeded requests are still reproducible)."""
+    from ..fileio import stable_hash
+
+    return int(stable_hash(["local-sample", seed, sample_index], 15), 16)
+
+
+def _row_sampler(seeds: list[tuple[int | None, int]], sampled: list[bool]) -> Any:
+    """A logits processor adding each sampled row's own Gumbel noise (one ``torch.Generator`` per row,
+    seeded by :func:`row_seed`, one draw per generation step) to its filtered scores; greedy rows are
+    left alone. With greedy decoding on top, each sampled row's token is an exact draw from its
+    softmax over the filtered scores, independent of every other row."""
+    import torch
+
+    return _gumbel([torch.Generator().manual_seed(row_seed(s, i)) if on else None for (s, i), on in zip(seeds, sampled)])
+
+
+def _gumbel(gens: list[Any]) -> Any:
+    """The Gumbel-noise processor over one generator per row (None = greedy row, no noise)."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class _Gumbel(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            scores = scores.clone()
+            for row, g in enumerate(gens):
+                if g is None:
+                    continue
+                u = torch.rand(scores.shape[1], generator=g, dtype=torch.float64).clamp_(1e-300, 1.0 - 1e-16)
+                scores[row] = scores[row] + (-torch.log(-torch.log(u))).to(scores.dtype)
+            return scores
+
+    return _Gumbel()
 
 
 def _eos_ids(tok: Any, model: Any) -> list[int]:

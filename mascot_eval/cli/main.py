@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "sweep": "mascot_eval.cli.sweep:sweep",
     "report": "mascot_eval.cli.report:report",
     "regress": "mascot_eval.cli.regress:regress",
+    "plan": "mascot_eval.cli.plan:plan",
     "human": "mascot_eval.cli.human:human",
     "tasks": "mascot_eval.cli.tasks:tasks",
     "systems": "mascot_eval.cli.systems:systems",

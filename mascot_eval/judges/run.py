@@ -106,7 +106,8 @@ async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript]
     started = _now()
     rundir.update_manifest(
         judges={
-            j.spec.name: {"model": j.spec.model, "spec_hash": j.spec_hash, "template_hash": j.template_hash, "file": j.spec.file}
+            j.spec.name: {"model": j.spec.model, "spec_hash": j.spec_hash, "template_hash": j.template_hash, "file": j.spec.file,
+                          "rubrics": _rubric_hashes(j.spec)}
             for j in panel
         }
     )
@@ -179,6 +180,18 @@ async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript]
         ).model_dump()})
         record_ledger(rundir)
     return result
+
+
+def _rubric_hashes(spec: JudgeSpec) -> dict[str, str | None]:
+    """level -> sha256 (16 hex) of the rubric file the judge uses, for `regress` to compare rubric versions."""
+    from ..fileio import sha256_file
+    from .rubrics import rubric_path
+
+    out: dict[str, str | None] = {}
+    for level, fname in sorted(spec.rubrics.items()):
+        p = rubric_path(spec.judges_root, fname, where=spec.file or f"judge '{spec.name}'", field=f"rubrics.{level}")
+        out[level] = sha256_file(p)[:16] if p.is_file() else None
+    return out
 
 
 def _bad_level(lv: str) -> None:

@@ -64,7 +64,19 @@ class DialogueState:
         g = self.stats.setdefault(group, {})
         g[key] = g.get(key, 0) + n
 
+    @property
+    def pair_key(self) -> str:
+        """The (task, context, profile) key every system's dialogue on this context shares."""
+        return f"{self.task.name}:{self.context.id}:{self.profile or '-'}"
+
     def call_seed(self, role: str, index: int = 0) -> int:
+        """Seed of one model call. The simulated user's calls (role ``user``) are seeded by the run seed,
+        the pair key (task, context, profile), the round and the sample index only, never by the system
+        or the number of agent turns: every system's user gets the same seed in a round (identical
+        prompts, such as the opener, then give identical turns). Every other role is seeded per dialogue:
+        run seed, dialogue id, round, turn index, role and sample index."""
+        if role == "user":
+            return int(stable_hash([self.seed, "user", self.pair_key, self.round, index], 8), 16)
         return int(stable_hash([self.seed, self.dialogue_id, self.round, len(self.turns), role, index], 8), 16)
 
     async def call(

@@ -77,7 +77,8 @@ async def run_dialogue(
         turns=state.turns,
         user_profile=profile,
         context=context.to_dict(),
-        seeds={"run": seed, "calls": "per call: hash(run seed, dialogue_id, round, turn index, role, sample index)"},
+        seeds={"run": seed, "calls": "per call: hash(run seed, dialogue_id, round, turn index, role, sample index); "
+                                      "user calls: hash(run seed, pair_key, round, sample index)"},
         timing={"started": started, "ended": _now(), "seconds": round(time.perf_counter() - t0, 3)},
         stats=stats,
         ended_by=ended_by,
