@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+RATINGS_FILE = "human_ratings.jsonl"  # what `human import` writes next to the first sheet; `agreement --human` reads it
+
 
 @click.group()
 def human() -> None:
@@ -37,17 +39,17 @@ def export_cmd(run_dirs, out_dir, levels, limit, seed) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--key", type=click.Path(dir_okay=False), default=None, help="key.json from export (default: next to each file).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the ratings as judgment rows (default: human_ratings.jsonl next to the first file).")
+              help=f"Where to write the ratings as judgment rows (default: {RATINGS_FILE} next to the first file).")
 def import_cmd(files, key, out) -> None:
     """Read filled sheets (one or more annotators) back; print inter-annotator agreement.
 
-    Use the output with `mascot-eval agreement RUN_DIR --human human_ratings.jsonl`.
+    Use the output with `mascot-eval agreement RUN_DIR --human human/human_ratings.jsonl`.
     """
     from ..judges.agreement import agreement_table
     from ..judges.human import annotators, import_ratings, save_ratings
 
     rows = import_ratings(list(files), key=key)
-    path = save_ratings(rows, out or Path(files[0]).parent / "human_ratings.jsonl")
+    path = save_ratings(rows, out or Path(files[0]).parent / RATINGS_FILE)
     ann = annotators(rows)
     click.echo(f"imported {len(rows)} ratings from {len(ann)} annotator(s) ({', '.join(f'{a}: {n}' for a, n in sorted(ann.items()))}) -> {path}")
     t = agreement_table(rows)
