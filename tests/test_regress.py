@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mascot_eval.cli.main import main
 from tests.runfactory import build_run, noisy_scores
-
-
-def _exit(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return e.value.code, out.out + out.err
+from tests.cli_helpers import run_cli
 
 
 @pytest.fixture
@@ -23,7 +15,7 @@ def baseline(tmp_path):
 
 def test_real_drop_fails(tmp_path, baseline, capsys):
     cand = build_run(tmp_path / "cand", systems=["mascot"], score=noisy_scores({"mascot": -0.2}, seed=1), n_contexts=20)
-    code, out = _exit(["regress", "--baseline", str(baseline.path), "--candidate", str(cand.path)], capsys)
+    code, out = run_cli(["regress", "--baseline", str(baseline.path), "--candidate", str(cand.path)], capsys).code_and_output
     assert code == 1, out
     assert "FAIL" in out and "agent.overall" in out and "REGRESSION" in out
 
@@ -38,7 +30,7 @@ def test_noise_within_tolerance_passes(tmp_path, baseline, capsys):
         return min(5.0, s + 0.5) if flip == 0 else (max(1.0, s - 0.5) if flip == 1 else s)
 
     cand = build_run(tmp_path / "cand", systems=["mascot"], score=jitter, n_contexts=20)
-    code, out = _exit(["regress", "--baseline", str(baseline.path), "--candidate", str(cand.path), "--tolerance", "2.0"], capsys)
+    code, out = run_cli(["regress", "--baseline", str(baseline.path), "--candidate", str(cand.path), "--tolerance", "2.0"], capsys).code_and_output
     assert code == 0, out
     assert "PASS" in out and "agent.consistency" in out
 
@@ -46,34 +38,34 @@ def test_noise_within_tolerance_passes(tmp_path, baseline, capsys):
 def test_small_sample_drop_is_not_significant(tmp_path, capsys):
     base = build_run(tmp_path / "b3", systems=["mascot"], score=noisy_scores({"mascot": 0.5}, seed=2), n_contexts=3)
     cand = build_run(tmp_path / "c3", systems=["mascot"], score=noisy_scores({"mascot": 0.0}, seed=2), n_contexts=3)
-    code, out = _exit(["regress", "--baseline", str(base.path), "--candidate", str(cand.path), "--metrics", "agent.overall"], capsys)
+    code, out = run_cli(["regress", "--baseline", str(base.path), "--candidate", str(cand.path), "--metrics", "agent.overall"], capsys).code_and_output
     assert code == 0, out  # n=3 pairs: exact Wilcoxon p >= 0.25 can never be significant
     assert "drop (not significant)" in out
 
 
 def test_incompatible_tasks_exit_2(tmp_path, baseline, capsys):
     other = build_run(tmp_path / "other", systems=["mascot"], score=noisy_scores({"mascot": 0.5}), n_contexts=20, task="ed-negative")
-    code, out = _exit(["regress", "--baseline", str(baseline.path), "--candidate", str(other.path)], capsys)
+    code, out = run_cli(["regress", "--baseline", str(baseline.path), "--candidate", str(other.path)], capsys).code_and_output
     assert code == 2 and "differ from candidate tasks" in out and "Traceback" not in out
 
 
 def test_missing_criterion_exit_2(tmp_path, baseline, capsys):
     cand = build_run(tmp_path / "cand", systems=["mascot"], score=noisy_scores({"mascot": 0.5}), n_contexts=20)
-    code, out = _exit(["regress", "--baseline", str(baseline.path), "--candidate", str(cand.path), "--metrics", "agent.charisma"], capsys)
+    code, out = run_cli(["regress", "--baseline", str(baseline.path), "--candidate", str(cand.path), "--metrics", "agent.charisma"], capsys).code_and_output
     assert code == 2 and "agent.charisma" in out
 
 
 def test_csv_baseline(tmp_path, baseline, capsys):
     csv = tmp_path / "lb.csv"
-    code, _ = _exit(["leaderboard", str(baseline.path), "--out", str(csv), "--n-boot", "200"], capsys)
+    code, _ = run_cli(["leaderboard", str(baseline.path), "--out", str(csv), "--n-boot", "200"], capsys).code_and_output
     assert code == 0 and csv.exists()
     drop = build_run(tmp_path / "cand", systems=["mascot"], score=noisy_scores({"mascot": -0.3}, seed=1), n_contexts=20)
-    code, out = _exit(["regress", "--baseline", str(csv), "--candidate", str(drop.path), "--metrics", "agent.overall,group.overall"], capsys)
+    code, out = run_cli(["regress", "--baseline", str(csv), "--candidate", str(drop.path), "--metrics", "agent.overall,group.overall"], capsys).code_and_output
     assert code == 1 and "one-sample" in out
     same = build_run(tmp_path / "same", systems=["mascot"], score=noisy_scores({"mascot": 0.5}, seed=1), n_contexts=20)
-    code, out = _exit(["regress", "--baseline", str(csv), "--candidate", str(same.path)], capsys)
+    code, out = run_cli(["regress", "--baseline", str(csv), "--candidate", str(same.path)], capsys).code_and_output
     assert code == 0, out
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
-    code, out = _exit(["regress", "--baseline", str(bad), "--candidate", str(same.path)], capsys)
+    code, out = run_cli(["regress", "--baseline", str(bad), "--candidate", str(same.path)], capsys).code_and_output
     assert code == 2 and "columns" in out

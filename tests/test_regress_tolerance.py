@@ -6,20 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mascot_eval.cli.main import main
 from tests.runfactory import build_run, noisy_scores
+from tests.cli_helpers import run_cli
 
 BASE = noisy_scores({"mascot": 0.5}, seed=4)
-
-
-def _exit(argv, capsys):
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def small_drop(system, ctx, level, agent, crit):
@@ -40,12 +30,12 @@ def runs(tmp_path_factory):
 def test_real_drop_within_tolerance_passes_and_fails_when_tighter(runs, capsys, tmp_path):
     base, cand = runs
     args = ["regress", "--baseline", str(base.path), "--candidate", str(cand.path), "--metrics", "agent.overall"]
-    code, out = _exit(args + ["--tolerance", "2.0"], capsys)
+    code, out = run_cli(args + ["--tolerance", "2.0"], capsys).code_and_output
     assert code == 0, out
     row = next(line for line in out.splitlines() if line.startswith("in_domain") and "agent.overall" in line)
     assert "-0.8" in row and row.rstrip().endswith("ok") and "PASS" in out
     csv = tmp_path / "table.csv"
-    code, out = _exit(args + ["--tolerance", "0.5", "--out", str(csv)], capsys)
+    code, out = run_cli(args + ["--tolerance", "0.5", "--out", str(csv)], capsys).code_and_output
     assert code == 1 and "REGRESSION" in out and "agent.overall" in out
     t = pd.read_csv(csv)
     r = t[t["measure"] == "agent.overall"].iloc[0]
@@ -56,11 +46,11 @@ def test_real_drop_within_tolerance_passes_and_fails_when_tighter(runs, capsys, 
 def test_lower_is_better_metric(runs, capsys):
     base, cand = runs
     args = ["regress", "--baseline", str(base.path), "--candidate", str(cand.path)]
-    code, out = _exit(args + ["--metrics", "metric.inter_agent_selfbleu:lower=0.02"], capsys)
+    code, out = run_cli(args + ["--metrics", "metric.inter_agent_selfbleu:lower=0.02"], capsys).code_and_output
     assert code == 1 and "lower=better" in out and "REGRESSION" in out  # redundancy rose by ~0.06
-    code, out = _exit(args + ["--metrics", "metric.inter_agent_selfbleu:higher=0.02"], capsys)
+    code, out = run_cli(args + ["--metrics", "metric.inter_agent_selfbleu:higher=0.02"], capsys).code_and_output
     assert code == 0 and "improved" in out
-    code, out = _exit(args + ["--metrics", "metric.inter_agent_selfbleu"], capsys)
+    code, out = run_cli(args + ["--metrics", "metric.inter_agent_selfbleu"], capsys).code_and_output
     assert code == 2 and "say whether higher is better" in out and "Traceback" not in out
 
 
@@ -69,12 +59,12 @@ def test_no_shared_contexts_and_ambiguous_system_exit_2(runs, tmp_path, capsys):
     moved = build_run(tmp_path / "moved", systems=["mascot"], score=BASE, n_contexts=6)
     for f in (moved.transcripts_path, moved.judgments_path):  # same task, other contexts
         f.write_text(f.read_text().replace(":c0", ":d0").replace('"c0', '"d0'))
-    code, out = _exit(["regress", "--baseline", str(base.path), "--candidate", str(moved.path)], capsys)
+    code, out = run_cli(["regress", "--baseline", str(base.path), "--candidate", str(moved.path)], capsys).code_and_output
     assert code == 2 and "share no contexts" in out
     two = build_run(tmp_path / "two", systems=["mascot", "zero-shot"], score=noisy_scores({"mascot": 0.5, "zero-shot": 0.0}),
                     n_contexts=4)
-    code, out = _exit(["regress", "--baseline", str(base.path), "--candidate", str(two.path)], capsys)
+    code, out = run_cli(["regress", "--baseline", str(base.path), "--candidate", str(two.path)], capsys).code_and_output
     assert code == 2 and "several systems" in out
-    code, out = _exit(["regress", "--baseline", str(base.path), "--candidate", str(two.path), "--system", "zero-shot"], capsys)
+    code, out = run_cli(["regress", "--baseline", str(base.path), "--candidate", str(two.path), "--system", "zero-shot"], capsys).code_and_output
     # zero-shot (12.5 points lower) against the baseline's single system: 4 pairs can never reach p < 0.05
     assert code == 0 and "drop (not significant)" in out
