@@ -13,11 +13,11 @@ each distinct text is embedded once and shared by every embedding metric, and
 thread while the other metrics are computed. ``MASCOT_EMBED_THREADS`` (default 2, at most the
 usable CPUs) is torch's thread count during ``encode`` (restored afterwards).
 ``benchmarks/bench_embeddings.py`` chose this over the project's former own forward pass, which was
-1.5x faster at identical vectors (the rule asked for >= 2x; see ``benchmarks/results/embeddings.json``).
+1.67x faster at identical vectors (the rule asks >= 2x; ``benchmarks/results/embeddings.json``).
 
 Precision: ``MASCOT_EMBED_DTYPE`` = ``float32``, ``bfloat16`` or ``auto`` (default). ``auto`` loads
 the weights in bfloat16 when the CPU has native bfloat16 matrix units (AMX or AVX512-BF16; about
-1.7x faster there) and float32 otherwise. bfloat16 embeddings have cosine >= 0.99 with the float32
+1.5x faster there) and float32 otherwise. bfloat16 embeddings have cosine >= 0.99 with the float32
 ones (0.996 measured on 2,000 EmpatheticDialogues utterances; tested >= 0.99). The model, dtype,
 library versions and encode settings make the cache key (:func:`cache_key`) and are recorded by
 :func:`embedding_info`, which ``compute_rundir`` writes to the manifest.
