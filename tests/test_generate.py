@@ -108,28 +108,26 @@ KILL_SCRIPT = textwrap.dedent('''
     sys.path.insert(0, {repo!r})
     from tests import fakes
     from tests.test_engine import emo_context
-    from mascot_eval.backends.base import BACKENDS
     from mascot_eval.runs.rundir import RunDir
     from mascot_eval.systems.generate import generate
     from mascot_eval.taskspec import load_task
 
     OUT = Path({out!r})
 
-    class Gate(fakes.FakeBackend):
+    answer = fakes.FakeBackend.generate
+
+    async def gated(self, request):
         """Answers until two dialogues are on disk, then blocks every call until the test kills us."""
-        kind = "gate"
+        lines = OUT / "transcripts.jsonl"
+        if lines.exists() and len(lines.read_text().splitlines()) >= 2:
+            (OUT.parent / "blocked").write_text("")
+            await asyncio.Event().wait()
+        return await answer(self, request)
 
-        async def generate(self, request):
-            lines = OUT / "transcripts.jsonl"
-            if lines.exists() and len(lines.read_text().splitlines()) >= 2:
-                (OUT.parent / "blocked").write_text("")
-                await asyncio.Event().wait()
-            return await super().generate(request)
-
-    BACKENDS.add("gate", Gate)
+    fakes.FakeBackend.generate = gated  # this child only; the same spec as the resuming parent
     fakes.script("slow", lambda req: "Anchor is here." if req.tag != "user-sim" else "still sad")
     t = load_task("demo").model_copy(update={{"rounds": 1}})
-    generate(RunDir(OUT, create=True), [t], ["zero-shot"], model="gate/slow", progress=False, concurrency=1,
+    generate(RunDir(OUT, create=True), [t], ["zero-shot"], model="fake/slow", progress=False, concurrency=1,
              pairs={{"demo": [(emo_context(i), None) for i in range(40)]}})
 ''')
 

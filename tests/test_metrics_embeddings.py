@@ -78,11 +78,15 @@ def test_missing_sentence_transformers_is_one_line(monkeypatch):
 
 
 def test_loading_prints_no_progress_bar(capfd):
-    E._Encoder("float32")
-    assert "Loading" not in capfd.readouterr().err
     from transformers.utils import logging as hf_logging
 
-    assert hf_logging.is_progress_bar_enabled()  # restored
+    before = hf_logging.is_progress_bar_enabled()
+    for enabled in (True, False):
+        (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+        E._Encoder("float32")
+        assert "Loading" not in capfd.readouterr().err
+        assert hf_logging.is_progress_bar_enabled() is enabled  # the caller's setting is restored
+    (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
 
 
 def test_embed_caches_per_text_on_disk(embed_cache, monkeypatch):
