@@ -4,7 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 VLLM_VENV := .venv-vllm
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-DATA   ?= $(if $(MASCOT_DATA_DIR),$(MASCOT_DATA_DIR),$(abspath ../shared/data))
+# the datasets: $MASCOT_DATA_DIR, else ../shared/data when it exists, else none (the tests then fetch
+# them into the user cache once when online, or skip the data tests with one reason when offline)
+DATA   ?= $(if $(MASCOT_DATA_DIR),$(MASCOT_DATA_DIR),$(wildcard $(abspath ../shared/data)))
 
 .PHONY: setup run test test-fast vllm-venv chromium bench clean
 
@@ -43,16 +45,18 @@ chromium:
 run: setup
 	$(OFFLINE) $(BIN)/mascot-eval run
 
-# The whole test suite (slow and server-backed tests included).
+# The whole test suite (slow and server-backed tests included). tests/conftest.py sets the offline
+# hub variables itself; set HF_DATASETS_OFFLINE=1 (or MASCOT_OFFLINE=1) to forbid the dataset download.
 test: setup vllm-venv chromium
-	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15
+	MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15
 
 test-fast: setup
-	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium"
+	MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium"
 
 bench: setup vllm-venv
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_backends.py
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_metrics.py
+	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_embeddings.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import datasets
+
+_START_ENV = datasets.environment_at_start()  # before the offline defaults below: decides downloads
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -15,20 +18,32 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _data_dir() -> Path | None:
-    env = os.environ.get("MASCOT_DATA_DIR")
-    if env and Path(env).is_dir():
-        return Path(env)
-    guess = REPO.parent / "shared" / "data"
-    return guess if guess.is_dir() else None
+def _dataset_cache() -> Path:
+    from mascot_eval.data.sources import cache_root
+
+    return cache_root()
+
+
+_DATASET_CACHE = _dataset_cache()  # the user cache as pytest started (tests may point MASCOT_CACHE_DIR elsewhere)
 
 
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
-    d = _data_dir()
-    if d is None:
-        pytest.fail("MASCOT_DATA_DIR is not set and ../shared/data is missing; the real-data tests need it")
-    return d
+def data_dir(tmp_path_factory) -> Path:
+    """The real datasets (see tests/datasets.py): MASCOT_DATA_DIR, ../shared/data, the user cache, or
+    downloaded into it once when online; otherwise every data test is skipped with one reason."""
+    found = datasets.find_data(_START_ENV, REPO, _DATASET_CACHE, lambda: tmp_path_factory.mktemp("data"))
+    if found.path is None:
+        pytest.skip(found.reason)
+    return found.path
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Report every data-test skip at the data_dir fixture, so `-rs` prints the reason on one line."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple) and str(rep.longrepr[2]).startswith(f"Skipped: {datasets.NO_DATA}"):
+        rep.longrepr = (__file__, None, rep.longrepr[2])
 
 
 @pytest.fixture(autouse=True, scope="session")

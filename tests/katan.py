@@ -5,6 +5,15 @@
 
 The server runs in its own process group and is killed at exit; startup waits for /health and
 reports the server's log if it dies or does not come up.
+
+llm-katan quirk (tool calls): by default llm-katan answers ANY request that carries tools with a
+call of the first tool whose arguments are placeholders generated from its schema ("string",
+0, ...), not with the model's text. Our Anthropic backend sends structured output (a judge's JSON
+schema) as a forced tool, so against a default llm-katan every structured Anthropic answer would be
+those placeholders, silently. ``katan_server`` therefore passes ``--no-auto-tool-providers`` for
+every provider it serves (llm-katan then ignores the tools and answers with the model's text);
+pass ``auto_tools=True`` to get llm-katan's placeholder tool calls
+(``tests/test_backends_katan.py::test_katan_tool_quirk`` shows both).
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ class KatanServer:
 @contextlib.contextmanager
 def katan_server(
     *flags: str, model: str = "echo-model", backend: str = "echo", providers: str = "openai",
-    served_name: str | None = None, startup_timeout: float = 180.0,
+    served_name: str | None = None, startup_timeout: float = 600.0, auto_tools: bool = False,
 ) -> Iterator[KatanServer]:
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="katan-"))
@@ -67,6 +76,8 @@ def katan_server(
     ]
     if served_name:
         cmd += ["--served-model-name", served_name]
+    if not auto_tools:  # see the module docstring: otherwise tool requests get placeholder arguments
+        cmd += ["--no-auto-tool-providers", providers]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     for var in ("LLM_KATAN_MODEL", "LLM_KATAN_PORT", "LLM_KATAN_BACKEND", "LLM_KATAN_HOST"):
         env.pop(var, None)

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from mascot_eval.backends.cache import FILENAME
 from mascot_eval.backends.client import ClientSettings, ModelClient
-from mascot_eval.cli.main import cli
 from tests import fakes
+from tests.cli_helpers import run_cli
 
 
-def _invoke(*args, env=None):
-    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-
-
-def test_models_list_shows_backends_aliases_and_usability(monkeypatch):
+def test_models_list_shows_backends_aliases_and_usability(monkeypatch, capsys):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-shown-123456")
-    r = _invoke("models", "list")
-    assert r.exit_code == 0, r.output
-    out = r.output
+    code, out, err = run_cli(["models", "list"], capsys)
+    assert code == 0, err
     for kind in ("openai", "anthropic", "openai-compatible", "embedded", "hf", "vllm"):
         assert f"\n{kind} " in out
     lines = {ln.split()[0]: ln for ln in out.splitlines() if ln.strip()}
@@ -34,13 +28,13 @@ def test_models_list_shows_backends_aliases_and_usability(monkeypatch):
     assert "sk-ant-test" not in out  # a key's value is never shown
 
 
-def test_models_list_json_and_user_alias(tmp_path, monkeypatch):
+def test_models_list_json_and_user_alias(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123456789")
     (tmp_path / "mine.yaml").write_text("name: mine\nmodel: openai/gpt-4o-mini\n")
     (tmp_path / "typo.yaml").write_text("name: typo\nmodel: opena/gpt-4o\n")
-    r = _invoke("models", "list", "--json", "--judges-dir", str(tmp_path))
-    assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    code, out, err = run_cli(["models", "list", "--json", "--judges-dir", str(tmp_path)], capsys)
+    assert code == 0, err
+    d = json.loads(out)
     aliases = {a["name"]: a for a in d["aliases"]}
     assert aliases["mine"]["spec"] == "openai/gpt-4o-mini" and aliases["mine"]["usable"] is True
     assert aliases["typo"]["usable"] is False and "did you mean 'openai'" in aliases["typo"]["why"]
@@ -60,50 +54,44 @@ def _fill(cache_dir, n, spec):
     asyncio.run(go())
 
 
-def test_cache_stats_and_clear(fake_model, tmp_path):
+def test_cache_stats_and_clear(fake_model, tmp_path, capsys, monkeypatch):
     a = fake_model("a", fakes.default_responder)
     b = fake_model("b", fakes.default_responder)
     _fill(tmp_path, 5, a)
     _fill(tmp_path, 3, b)
-    r = _invoke("cache", "stats", "--cache-dir", str(tmp_path), "--json")
-    st = json.loads(r.output)
+    d = ["--cache-dir", str(tmp_path)]
+
+    def stats():
+        return json.loads(run_cli(["cache", "stats", *d, "--json"], capsys)[1])
+
+    st = stats()
     assert st["rows"] == 8 and st["by_model"] == {a: 5, b: 3} and st["bytes"] > 0
-    r = _invoke("cache", "stats", "--cache-dir", str(tmp_path))
-    assert "rows: 8" in r.output and f"5  {a}" in r.output
-    r = _invoke("cache", "clear", "--cache-dir", str(tmp_path), "--model", b, "--yes")
-    assert "deleted 3 rows" in r.output
-    assert json.loads(_invoke("cache", "stats", "--cache-dir", str(tmp_path), "--json").output)["by_model"] == {a: 5}
-    r = CliRunner().invoke(cli, ["cache", "clear", "--cache-dir", str(tmp_path)], input="n\n")
-    assert r.exit_code != 0 and "Delete every row" in r.output
-    r = _invoke("cache", "clear", "--cache-dir", str(tmp_path), "-y")
-    assert "deleted 5 rows" in r.output
-    assert json.loads(_invoke("cache", "stats", "--cache-dir", str(tmp_path), "--json").output)["rows"] == 0
+    out = run_cli(["cache", "stats", *d], capsys)[1]
+    assert "rows: 8" in out and f"5  {a}" in out
+    assert "deleted 3 rows" in run_cli(["cache", "clear", *d, "--model", b, "--yes"], capsys)[1]
+    assert stats()["by_model"] == {a: 5}
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    code, out, _ = run_cli(["cache", "clear", *d], capsys)
+    assert code != 0 and "Delete every row" in out
+    assert "deleted 5 rows" in run_cli(["cache", "clear", *d, "-y"], capsys)[1]
+    assert stats()["rows"] == 0
 
 
-def test_cache_cli_honours_env_dir(fake_model, tmp_path):
+def test_cache_cli_honours_env_dir(fake_model, tmp_path, capsys, monkeypatch):
     spec = fake_model("env", fakes.default_responder)
     _fill(tmp_path / "envcache", 2, spec)
-    r = _invoke("cache", "stats", "--json", env={"MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "envcache")})
-    assert json.loads(r.output)["rows"] == 2
-    r = _invoke("cache", "stats", env={"MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "none")})
-    assert "not created yet" in r.output and "rows: 0" in r.output
-    assert not (tmp_path / "none" / FILENAME).exists()  # stats does not create a cache
+    monkeypatch.setenv("MASCOT_RESPONSE_CACHE_DIR", str(tmp_path / "envcache"))
+    assert json.loads(run_cli(["cache", "stats", "--json"], capsys)[1])["rows"] == 2
+    monkeypatch.setenv("MASCOT_RESPONSE_CACHE_DIR", str(tmp_path / "none"))
+    out = run_cli(["cache", "stats"], capsys)[1]
+    assert "not created yet" in out and "rows: 0" in out
+    assert not (tmp_path / "none").exists()  # stats does not create a cache
 
 
-def test_cache_stats_reports_a_corrupt_file(tmp_path):
-    (tmp_path / FILENAME).write_bytes(b"garbage" * 1000)
-    r = CliRunner().invoke(cli, ["cache", "stats", "--cache-dir", str(tmp_path), "--json"])
-    assert r.exit_code == 0
-    st = json.loads(r.stdout)
-    assert st["rows"] == 0 and ".corrupt-" in st["moved_aside"]
-    assert "is unreadable" in r.stderr and st["moved_aside"] in r.stderr
-    assert list(tmp_path.glob(FILENAME + ".corrupt-*"))
-
-
-def test_models_and_cache_help():
+def test_models_and_cache_help(capsys):
     for cmd in (["models", "list", "--help"], ["cache", "stats", "--help"], ["cache", "clear", "--help"]):
-        r = _invoke(*cmd)
-        assert r.exit_code == 0 and "Usage:" in r.output
+        code, out, _ = run_cli(cmd, capsys)
+        assert code == 0 and "Usage:" in out
     from mascot_eval.cli.main import LazyGroup
 
     assert {"models", "cache"} <= set(LazyGroup().list_commands(None))

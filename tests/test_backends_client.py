@@ -219,7 +219,7 @@ def test_redact_scrubs_keys():
     assert redact("custom-key-value here", "custom-key-value") == "*** here"
 
 
-def test_backoff_and_retry_after():
+def test_backoff_and_retry_after(monkeypatch):
     for attempt in range(6):
         d = backoff_delay(attempt, base=1.0, cap=8.0)
         assert min(8.0, 2**attempt) * 0.5 <= d <= min(8.0, 2**attempt)
@@ -228,23 +228,43 @@ def test_backoff_and_retry_after():
 
     assert retry_after_seconds({"retry-after": "2"}) == 2.0
     assert retry_after_seconds({"retry-after-ms": "1500"}) == 1.5
+    import types
     from email.utils import formatdate
-    import time
 
-    assert 8 <= retry_after_seconds({"retry-after": formatdate(time.time() + 10, usegmt=True)}) <= 10.5
+    now = 1_800_000_000.0  # a scripted clock: the HTTP date is exactly 10 s ahead
+    monkeypatch.setattr("mascot_eval.backends.http.time", types.SimpleNamespace(time=lambda: now))
+    assert retry_after_seconds({"retry-after": formatdate(now + 10, usegmt=True)}) == 10.0
     assert retry_after_seconds({"retry-after": "soon"}) is None
 
 
-def test_token_bucket_rate():
-    async def go():
-        b = TokenBucket(600)  # 10 per second, bucket of 600
-        b.level = 0
-        t0 = asyncio.get_running_loop().time()
-        for _ in range(3):
-            await b.acquire(1)
-        return asyncio.get_running_loop().time() - t0
+def test_token_bucket_rate(monkeypatch):
+    """On a scripted clock: the bucket asks to sleep exactly as long as the rate requires."""
+    import types
 
-    assert 0.25 <= asyncio.run(go()) <= 0.6
+    from mascot_eval.backends import limits
+
+    clock = [0.0]  # binary fractions only (8 per second: 0.125 s a unit), so the arithmetic is exact
+    slept: list[float] = []
+
+    async def sleep(seconds):
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(limits, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(limits, "asyncio", types.SimpleNamespace(sleep=sleep, Lock=asyncio.Lock))
+
+    async def go():
+        b = TokenBucket(480)  # 8 per second, bucket of 480
+        b.level = 0
+        waits = [await b.acquire(1) for _ in range(3)]
+        clock[0] += 60.0  # a minute later the bucket is full again: no wait, even for 480 at once
+        waits.append(await b.acquire(480))
+        waits.append(await b.acquire(960))  # larger than the bucket: let through once it is full
+        return waits, b.level
+
+    waits, level = asyncio.run(go())
+    assert slept == [0.125, 0.125, 0.125, 60.0]
+    assert waits == [0.125, 0.125, 0.125, 0.0, 60.0] and level == 0
 
 
 def test_settings_validation():

@@ -4,12 +4,14 @@ and the same greedy text as one request at a time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 
 import pytest
 
 pytest.importorskip("torch")
 
-from mascot_eval.backends.base import GenerationParams  # noqa: E402
+from mascot_eval.backends.base import ChatRequest, GenerationParams  # noqa: E402
 from mascot_eval.backends.client import ClientSettings, ModelClient  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -29,7 +31,42 @@ REQUESTS = [
 ]
 
 
-def test_concurrent_requests_are_batched_and_match_one_by_one():
+@contextlib.contextmanager
+def queued_together(engine, n: int, monkeypatch):
+    """Hold the engine's worker on a one-row blocker batch until ``n`` more requests are queued, so
+    they are all waiting when it gathers its next batch: batching is then decided by what is queued,
+    not by whether the callers made it within the 20 ms gathering window (a busy machine may not)."""
+    blocked, release = threading.Event(), threading.Event()
+    real_load, real_submit = engine.load, engine.submit
+    submitted = []
+
+    def load():
+        if not blocked.is_set():
+            blocked.set()
+            release.wait()
+        real_load()
+
+    def submit(request, adapter):
+        fut = real_submit(request, adapter)
+        submitted.append(request)
+        if len(submitted) == n:
+            release.set()
+        return fut
+
+    monkeypatch.setattr(engine, "load", load)
+    blocker = real_submit(ChatRequest([{"role": "user", "content": "Hold on."}], GenerationParams(max_tokens=1)), None)
+    blocked.wait()  # the worker took the blocker alone and waits in load()
+    monkeypatch.setattr(engine, "submit", submit)
+    try:
+        yield
+    finally:
+        release.set()
+        blocker.result()
+        monkeypatch.setattr(engine, "load", real_load)
+        monkeypatch.setattr(engine, "submit", real_submit)
+
+
+def test_concurrent_requests_are_batched_and_match_one_by_one(monkeypatch):
     client = ModelClient("embedded", ClientSettings(use_cache=False, max_connections=8))
     engine = client.backend.engine()
 
@@ -41,8 +78,9 @@ def test_concurrent_requests_are_batched_and_match_one_by_one():
 
     seq = asyncio.run(one_by_one())
     n_before = len(engine.batches)
-    par = asyncio.run(together())
-    assert engine.batches[n_before:] == [len(REQUESTS)]  # one padded generate call for all four
+    with queued_together(engine, len(REQUESTS), monkeypatch):
+        par = asyncio.run(together())
+    assert engine.batches[n_before:] == [1, len(REQUESTS)]  # the blocker, then one padded generate call for all four
 
     assert [r.text for r in par] == [r.text for r in seq]
     assert [r.finish_reason for r in par] == [r.finish_reason for r in seq]
@@ -57,7 +95,7 @@ def test_concurrent_requests_are_batched_and_match_one_by_one():
     assert par[1].usage.prompt_tokens > par[0].usage.prompt_tokens + 5  # rows of different lengths: left padding
 
 
-def test_greedy_and_sampled_requests_share_one_batch_and_keep_their_decoding():
+def test_greedy_and_sampled_requests_share_one_batch_and_keep_their_decoding(monkeypatch):
     client = ModelClient("embedded", ClientSettings(use_cache=False, max_connections=8))
     engine = client.backend.engine()
     msg = [{"role": "user", "content": "Say one kind sentence about rain."}]
@@ -69,8 +107,9 @@ def test_greedy_and_sampled_requests_share_one_batch_and_keep_their_decoding():
 
     alone = asyncio.run(client.chat(msg, greedy))
     n_before = len(engine.batches)
-    mixed = asyncio.run(together())
-    assert engine.batches[n_before:] == [4]  # one generate call for the greedy and the sampled rows
+    with queued_together(engine, 4, monkeypatch):
+        mixed = asyncio.run(together())
+    assert engine.batches[n_before:] == [1, 4]  # the blocker, then one generate call for the greedy and the sampled rows
     assert mixed[0].text == alone.text  # the greedy row is still the arg-max continuation
     assert len({r.text for r in mixed[1:]}) >= 2  # sampled rows really sample (temperature 1.3)
 

@@ -9,29 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from mascot_eval.cli.main import main
+from tests.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("args", [["tasks"], ["tasks", "list"], ["tasks", "show"], ["tasks", "validate"]])
 def test_help_everywhere(capsys, args):
-    code, out, _ = run(capsys, *args, "--help")
+    code, out, _ = run_cli([*args, "--help"], capsys)
     assert code == 0 and "Usage:" in out
 
 
 def test_list(capsys):
-    code, out, err = run(capsys, "tasks", "list")
+    code, out, err = run_cli(["tasks", "list"], capsys)
     assert code == 0 and not err
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["NAME", "SPLIT", "DOMAIN", "LOADER"]
@@ -43,25 +33,25 @@ def test_list(capsys):
 
 
 def test_show_prints_the_task_and_three_contexts(capsys, data_dir):
-    code, out, _ = run(capsys, "tasks", "show", "ed-positive", "--data-dir", str(data_dir))
+    code, out, _ = run_cli(["tasks", "show", "ed-positive", "--data-dir", str(data_dir)], capsys)
     assert code == 0
     assert "loader: empathetic_dialogues" in out and "filters: {valence: positive}" in out
     assert "# personas: Anchor (emotional validator), Catalyst (critical thinker), Beacon (growth advocate)" in out
     blocks = [line for line in out.splitlines() if line.startswith("[hit:")]
     assert len(blocks) == 3 and all("valence=positive" in b for b in blocks)
     assert "user=INTJ" in blocks[0] and "user=INTP" in blocks[1]
-    code, out, _ = run(capsys, "tasks", "show", "qmsum-committee", "--data-dir", str(data_dir), "-n", "1")
+    code, out, _ = run_cli(["tasks", "show", "qmsum-committee", "--data-dir", str(data_dir), "-n", "1"], capsys)
     assert code == 0 and out.count("\n[qmsum-committee-") == 1 and "participants:" in out
 
 
 def test_show_demo_without_data(capsys, monkeypatch):
     monkeypatch.delenv("MASCOT_DATA_DIR", raising=False)
-    code, out, _ = run(capsys, "tasks", "show", "demo")
+    code, out, _ = run_cli(["tasks", "show", "demo"], capsys)
     assert code == 0 and out.count("\n[demo-") == 3 and "8 sampled" in out
 
 
 def test_validate_prints_counts_per_task_source_and_split(capsys, data_dir):
-    code, out, err = run(capsys, "tasks", "validate", "--data-dir", str(data_dir))
+    code, out, err = run_cli(["tasks", "validate", "--data-dir", str(data_dir)], capsys)
     assert code == 0, err
     assert "conversations 2547, emotions 32, valence (negative 1230, neutral 295, positive 1022)" in out
     assert "stray_quote 4" in out and "extra_fields 17" in out and "lf_only 30" in out
@@ -75,7 +65,7 @@ def test_validate_prints_counts_per_task_source_and_split(capsys, data_dir):
 
 
 def test_validate_selected_paths(capsys, data_dir):
-    code, out, _ = run(capsys, "tasks", "validate", str(REPO / "tasks" / "esconv.yaml"), "demo", "--data-dir", str(data_dir))
+    code, out, _ = run_cli(["tasks", "validate", str(REPO / "tasks" / "esconv.yaml"), "demo", "--data-dir", str(data_dir)], capsys)
     assert code == 0 and "ok: 2 task file(s) valid" in out
 
 
@@ -127,7 +117,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(capsys, tmp_path, data_dir
     task = tmp_path / "bad.yaml"
     task.write_text(text)
     before = _tree(tmp_path)
-    code, out, err = run(capsys, "tasks", "validate", str(task), "--data-dir", ddir)
+    code, out, err = run_cli(["tasks", "validate", str(task), "--data-dir", ddir], capsys)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], err
@@ -144,7 +134,7 @@ def test_bad_input_from_the_console_script(tmp_path, data_dir):
     task.write_text(GOOD.replace("loader: empathetic_dialogues", "loader: qmsumm"))
     env = {**os.environ, "MASCOT_DATA_DIR": str(data_dir), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "mascot_eval.cli.main", "tasks", "validate", str(task)],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (f"error: {task}: field 'source.loader': unknown loader 'qmsumm' (did you mean "
                                    f"'qmsum'?); known: demo, empathetic_dialogues, empathetic_dialogues_rated, esconv, esconv_rated, jsonl, qmsum")
@@ -154,7 +144,7 @@ def test_offline_without_data_dir_names_the_variable(capsys, tmp_path, monkeypat
     monkeypatch.delenv("MASCOT_DATA_DIR", raising=False)
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    code, _, err = run(capsys, "tasks", "show", "esconv")
+    code, _, err = run_cli(["tasks", "show", "esconv"], capsys)
     assert code == 2
     assert err.strip() == ("error: esconv/test.txt: dataset file not available offline (no data directory, not in "
                            f"{tmp_path / 'cache' / 'datasets'}); set MASCOT_DATA_DIR to a folder holding esconv/test.txt")
@@ -164,11 +154,11 @@ def test_offline_without_data_dir_names_the_variable(capsys, tmp_path, monkeypat
 def test_one_bad_file_among_good_ones(capsys, tmp_path, data_dir):
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("personas: emotional", "personas: nobody"))
-    code, out, err = run(capsys, "tasks", "validate", "demo", str(bad), "--data-dir", str(data_dir))
+    code, out, err = run_cli(["tasks", "validate", "demo", str(bad), "--data-dir", str(data_dir)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert out.splitlines()[1].startswith("demo") and "ok:" not in out
 
 
 def test_unknown_task_name(capsys):
-    code, _, err = run(capsys, "tasks", "show", "ed-postive")
+    code, _, err = run_cli(["tasks", "show", "ed-postive"], capsys)
     assert code == 2 and "did you mean 'ed-positive'" in err

@@ -18,6 +18,7 @@ from mascot_eval.fileio import repair_jsonl_tail as repair_tail
 from mascot_eval.systems.generate import generate
 from mascot_eval.taskspec import load_task
 from tests.test_engine import emo_context, responder
+from tests.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -105,7 +106,8 @@ def test_truncated_tail_is_repaired_before_appending(tmp_path, fake_model, tmp_c
 
 
 KILL_SCRIPT = textwrap.dedent('''
-    import sys, time
+    import asyncio, sys
+    from pathlib import Path
     sys.path.insert(0, {repo!r})
     from tests import fakes
     from tests.test_engine import emo_context
@@ -113,15 +115,33 @@ KILL_SCRIPT = textwrap.dedent('''
     from mascot_eval.systems.generate import generate
     from mascot_eval.taskspec import load_task
 
-    def slow(req):
-        time.sleep(0.05)
-        return "Anchor is here." if req.tag != "user-sim" else "still sad"
+    OUT = Path({out!r})
 
-    spec = fakes.script("slow", slow)
+    answer = fakes.FakeBackend.generate
+
+    async def gated(self, request):
+        """Answers until two dialogues are on disk, then blocks every call until the test kills us."""
+        lines = OUT / "transcripts.jsonl"
+        if lines.exists() and len(lines.read_text().splitlines()) >= 2:
+            (OUT.parent / "blocked").write_text("")
+            await asyncio.Event().wait()
+        return await answer(self, request)
+
+    fakes.FakeBackend.generate = gated  # this child only; the same spec as the resuming parent
+    fakes.script("slow", lambda req: "Anchor is here." if req.tag != "user-sim" else "still sad")
     t = load_task("demo").model_copy(update={{"rounds": 1}})
-    generate(RunDir({out!r}, create=True), [t], ["zero-shot"], model=spec, progress=False, concurrency=1,
+    generate(RunDir(OUT, create=True), [t], ["zero-shot"], model="fake/slow", progress=False, concurrency=1,
              pairs={{"demo": [(emo_context(i), None) for i in range(40)]}})
 ''')
+
+
+def wait_for(path: Path, proc: subprocess.Popen) -> None:
+    """Until the child writes ``path``; fails (never guesses) if it exits first. Not a timing window:
+    the child blocks until killed once it wrote the file, however slow the machine."""
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the child exited ({proc.returncode}) before writing {path}")
+        time.sleep(0.05)
 
 
 def test_killed_generate_resumes_without_regenerating(tmp_path, fake_model, tmp_cache):
@@ -130,15 +150,14 @@ def test_killed_generate_resumes_without_regenerating(tmp_path, fake_model, tmp_
     script.write_text(KILL_SCRIPT.format(repo=str(REPO), out=str(out)))
     env = {**os.environ, "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "cache-sub")}
     proc = subprocess.Popen([sys.executable, str(script)], env=env, cwd=REPO)
-    path = out / "transcripts.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline and (not path.exists() or len(path.read_text().splitlines()) < 2):
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait()
+    try:
+        wait_for(tmp_path / "blocked", proc)
+    finally:
+        proc.kill()
+        proc.wait()
     rd = RunDir(out)
     done_before = {t.dialogue_id: strip_volatile(t) for t in rd.transcripts()}
-    assert 2 <= len(done_before) < 40
+    assert 2 <= len(done_before) < 40  # every call after the second written dialogue blocked
     from tests import fakes
 
     spec = fake_model("slow", responder(agent=lambda r: "Anchor is here.", user=lambda r: "still sad"))
@@ -239,24 +258,14 @@ def test_generate_with_checkpoint_records_adapter_specs(tmp_path, fake_model, tm
     assert m["checkpoint"] == str(ck.resolve()) and m["checkpoint_base_model"] == "fake/ck" and m["checkpoint_hash"]
 
 
-def cli(args):
-    from mascot_eval.cli.main import main
-
-    try:
-        main(args)
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
-
-
 def test_cli_generate_and_resume(tmp_path, fake_model, tmp_cache, capsys):
     spec = fake_model("cli", responder(director=lambda r: '{"speaker": "none"}'))
     out = tmp_path / "run"
     args = ["generate", "--task", "demo", "--system", "mascot,zero-shot", "--model", spec, "--limit", "2",
             "--out", str(out), "--no-progress"]
-    assert cli(args) == 0
+    assert run_cli(args)[0] == 0
     assert "4 new, 0 reused, 0 failed" in capsys.readouterr().out
-    assert cli(args) == 0
+    assert run_cli(args)[0] == 0
     assert "0 new, 4 reused" in capsys.readouterr().out
     ts = RunDir(out).transcripts()
     assert {t.system for t in ts} == {"mascot", "zero-shot"} and len(ts) == 4
@@ -264,9 +273,9 @@ def test_cli_generate_and_resume(tmp_path, fake_model, tmp_cache, capsys):
 
 def test_cli_bad_input_one_line_exit_2(tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli(["generate", "--system", "nope", "--out", str(out), "--no-progress"]) == 2
+    assert run_cli(["generate", "--system", "nope", "--out", str(out), "--no-progress"])[0] == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown system 'nope'") and len(err.splitlines()) == 1
     assert not (out / "transcripts.jsonl").exists()
-    assert cli(["generate", "--system", "mascot", "--checkpoint", str(tmp_path), "--out", str(out), "--no-progress"]) == 2
+    assert run_cli(["generate", "--system", "mascot", "--checkpoint", str(tmp_path), "--out", str(out), "--no-progress"])[0] == 2
     assert "no checkpoint.json" in capsys.readouterr().err

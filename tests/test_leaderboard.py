@@ -7,18 +7,11 @@ import math
 import pandas as pd
 import pytest
 
-from mascot_eval.cli.main import main
 from mascot_eval.criteria import AGENT_CRITERIA, GROUP_CRITERIA
 from mascot_eval.reports.leaderboard import ID_COLUMNS
 from mascot_eval.reports.paper import norm_system, paper_subset, paper_tables
 from tests.runfactory import build_run, noisy_scores
-
-
-def _run(argv):
-    try:
-        main(argv)
-    except SystemExit as e:
-        assert e.code in (0, None)
+from tests.cli_helpers import run_cli
 
 
 def test_leaderboard_columns_and_values(tmp_path, capsys):
@@ -27,7 +20,7 @@ def test_leaderboard_columns_and_values(tmp_path, capsys):
     b = build_run(tmp_path / "run-b", systems=["few-shot"], score=noisy_scores({"few-shot": 0.2}), n_contexts=10,
                   task="ed-negative", metric_value=lambda s, i: 0.25)
     out, md = tmp_path / "lb.csv", tmp_path / "lb.md"
-    _run(["leaderboard", str(a.path), str(b.path), "--out", str(out), "--markdown", str(md), "--n-boot", "300"])
+    assert run_cli(["leaderboard", str(a.path), str(b.path), "--out", str(out), "--markdown", str(md), "--n-boot", "300"]).code == 0
     printed = capsys.readouterr().out
     assert "mascot" in printed and "agent.overall" in printed
     df = pd.read_csv(out)
@@ -78,7 +71,5 @@ def test_system_names_normalise_to_paper_names():
 
 
 def test_leaderboard_missing_dir_is_user_error(tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["leaderboard", str(tmp_path / "nope")])
-    assert e.value.code == 2
-    assert "does not exist" in capsys.readouterr().err
+    code, _, err = run_cli(["leaderboard", str(tmp_path / "nope")], capsys)
+    assert code == 2 and "does not exist" in err

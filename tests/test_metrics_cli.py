@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mascot_eval.cli.main import main
 from mascot_eval.metrics import METRICS
 from mascot_eval.metrics.compute import compute
 from mascot_eval.metrics.table import system_means, system_table
 from mascot_eval.runs.rundir import RunDir
+from tests.cli_helpers import run_cli
 from tests.metric_helpers import dialogue
 from tests.runfactory import build_run, noisy_scores
 
@@ -23,8 +23,8 @@ def run_dir(tmp_path, monkeypatch):
 
 
 def test_list_shows_every_metric_with_unit_and_definition(capsys):
-    main(["metrics", "--list"])
-    out = capsys.readouterr().out
+    code, out, _ = run_cli(["metrics", "--list"], capsys)
+    assert code == 0
     lines = out.strip().splitlines()
     assert lines[0].split()[:3] == ["name", "unit", "higher"]
     for name in METRICS.names():
@@ -36,8 +36,8 @@ def test_list_shows_every_metric_with_unit_and_definition(capsys):
 
 
 def test_metrics_subset_writes_parquet_csv_and_manifest(run_dir, capsys):
-    main(["metrics", str(run_dir.path), "--metrics", "distinct_2, inter_agent_selfbleu,distinct_2_corpus"])
-    out = capsys.readouterr().out
+    code, out, _ = run_cli(["metrics", str(run_dir.path), "--metrics", "distinct_2, inter_agent_selfbleu,distinct_2_corpus"], capsys)
+    assert code == 0
     df = pd.read_parquet(run_dir.metrics_path)
     csv = pd.read_csv(run_dir.path / "metrics.csv")
     assert set(df["metric"]) == {"distinct_2", "inter_agent_selfbleu", "distinct_2_corpus"}
@@ -59,7 +59,7 @@ def test_metrics_subset_writes_parquet_csv_and_manifest(run_dir, capsys):
 
 @pytest.mark.slow
 def test_metrics_all_by_default_with_real_embeddings(run_dir, capsys):
-    main(["metrics", str(run_dir.path)])
+    assert run_cli(["metrics", str(run_dir.path)]).code == 0
     df = pd.read_parquet(run_dir.metrics_path)
     assert set(df["metric"]) == set(METRICS.names())
     info = RunDir(run_dir.path).read_manifest()["metrics"]
@@ -80,10 +80,8 @@ def test_metrics_all_by_default_with_real_embeddings(run_dir, capsys):
 def test_user_errors_exit_2(run_dir, tmp_path, capsys, args, message):
     (tmp_path / "empty").mkdir()
     args = [a.format(tmp=tmp_path, run=run_dir.path, empty=tmp_path / "empty") for a in args]
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    assert e.value.code == 2
-    err = capsys.readouterr().err
+    code, _, err = run_cli(args, capsys)
+    assert code == 2
     assert message in err and "Traceback" not in err
 
 

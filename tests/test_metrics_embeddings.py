@@ -1,4 +1,5 @@
-"""The lean MiniLM forward pass against sentence-transformers, the embedding cache, and threads."""
+"""Embeddings through sentence-transformers: the package's vectors are the library's, the cache
+(per text, on disk, keyed by model, dtype and implementation), threads, settings and errors."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import pytest
 
 from mascot_eval.errors import UserError
 from mascot_eval.metrics import embeddings as E
-from mascot_eval.metrics.minilm import MiniLMEncoder
 
 TEXTS = [
     "I hear you. That sounds really hard.", "Have you tried writing it down?", "", "Ok", "ok",
@@ -21,35 +21,72 @@ TEXTS = [
 def embed_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("MASCOT_EMBED_CACHE", "1")
+    monkeypatch.setenv("MASCOT_EMBED_DTYPE", "float32")
     monkeypatch.setattr(E, "_STORES", {})
     return tmp_path / "cache"
 
 
-@pytest.mark.slow
-def test_lean_forward_equals_sentence_transformers():
+@pytest.fixture(scope="module")
+def reference():
+    """The library itself, loaded the plain way, float32."""
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(str(E.model_dir()), device="cpu")
-    ref = st.encode(TEXTS, normalize_embeddings=True, batch_size=4)
-    f32 = MiniLMEncoder(E.model_dir(), "float32")
-    ours = f32.encode(TEXTS)
+    return SentenceTransformer(str(E.model_dir()), device="cpu")
+
+
+def test_embed_returns_the_sentence_transformers_vectors(embed_cache, reference):
+    ref = reference.encode(TEXTS, normalize_embeddings=True)
+    ours = E.embed(TEXTS)
     assert ours.shape == (len(TEXTS), 384) and ours.dtype == np.float32
+    assert np.abs(ours - ref).max() <= 1e-5
     assert np.allclose(np.linalg.norm(ours, axis=1), 1, atol=1e-5)
-    assert ((ours * ref).sum(1) >= 0.99999).all()
-    bf16 = MiniLMEncoder(E.model_dir(), "bfloat16").encode(TEXTS)
-    assert ((bf16 * ref).sum(1) >= 0.999).all()
-    # the same token ids as transformers' tokenizer, truncation included
-    assert f32.token_ids(TEXTS) == st.tokenizer(TEXTS, truncation=True, max_length=256)["input_ids"]
-    assert len(f32.token_ids([TEXTS[6]])[0]) == 256
+    assert np.allclose(ours[3], ours[4])  # "Ok" and "ok": the model is uncased
+    # the same vectors whatever else shares the call (batches are padded to their longest text)
+    alone = [E._encoder("float32").encode([t])[0] for t in TEXTS[:3]]
+    assert np.abs(np.stack(alone) - ref[:3]).max() <= 1e-5
+    assert E._encoder("float32").model.max_seq_length == 256
+    assert len(reference.tokenizer(TEXTS[6], truncation=True, max_length=256)["input_ids"]) == 256
 
 
-def test_chunking_and_workers_do_not_change_values():
-    enc = MiniLMEncoder(E.model_dir(), "float32")
-    whole = enc.encode(TEXTS)
-    chunked = enc.encode(TEXTS, tokens_per_chunk=16, workers=2)  # many small chunks, two threads
-    assert np.allclose(whole, chunked, atol=1e-5)
-    assert np.allclose(whole[3], whole[4])  # "Ok" and "ok": the model is uncased
-    assert enc.encode([]).shape == (0, 384)
+def test_bfloat16_stays_close_to_float32(reference):
+    ref = reference.encode(TEXTS, normalize_embeddings=True)
+    bf16 = E._encoder("bfloat16").encode(TEXTS)
+    assert bf16.dtype == np.float32 and ((bf16 * ref).sum(1) >= 0.99).all()
+
+
+def test_cache_key_follows_model_dtype_and_implementation(monkeypatch):
+    base = E.cache_key("float32")
+    assert base.startswith("all-minilm-l6-v2-") and base != E.cache_key("bfloat16")
+    versions = dict(E._library_versions())
+    monkeypatch.setattr(E, "_library_versions", lambda: {**versions, "sentence-transformers": "99.0"})
+    assert E.cache_key("float32") != base  # another library version: other numbers possible, other key
+    monkeypatch.setattr(E, "_library_versions", lambda: versions)
+    assert E.cache_key("float32") == base
+    monkeypatch.setattr(E, "BATCH_SIZE", 64)
+    assert E.cache_key("float32") != base
+    monkeypatch.setattr(E, "BATCH_SIZE", 32)
+    monkeypatch.setattr(E, "_wheel_version", lambda: "0.2.0")
+    assert E.cache_key("float32") != base
+
+
+def test_missing_sentence_transformers_is_one_line(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(UserError, match=r"need torch and sentence-transformers \(sentence_transformers is missing\)"):
+        E._Encoder("float32")
+
+
+def test_loading_prints_no_progress_bar(capfd):
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    for enabled in (True, False):
+        (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+        E._Encoder("float32")
+        assert "Loading" not in capfd.readouterr().err
+        assert hf_logging.is_progress_bar_enabled() is enabled  # the caller's setting is restored
+    (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
 
 
 def test_embed_caches_per_text_on_disk(embed_cache, monkeypatch):
@@ -74,7 +111,7 @@ def test_embed_caches_per_text_on_disk(embed_cache, monkeypatch):
     assert calls[-1] == ["three"]
     assert np.allclose(a[1], b[0])
     shards = list(embed_cache.rglob("shard-*.npz"))
-    assert len(shards) == 2 and E.IMPL in str(shards[0].parent.name)
+    assert len(shards) == 2 and shards[0].parent.name == E.cache_key("float32")
     monkeypatch.setattr(E, "_STORES", {})  # a new process: the disk shards are read back
     c = E.embed(["one text", "three"])
     assert len(calls) == 2
@@ -96,18 +133,29 @@ def test_settings_errors_and_info(monkeypatch):
         E.resolve_dtype()
     monkeypatch.setenv("MASCOT_EMBED_DTYPE", "float32")
     info = E.embedding_info()
-    assert info["dtype"] == "float32" and info["normalized"] and E.IMPL in info["implementation"]
+    assert info["dtype"] == "float32" and info["normalized"] and info["implementation"] == "sentence-transformers"
+    assert info["cache_key"] == E.cache_key("float32") and info["libraries"]["sentence-transformers"]
     monkeypatch.setenv("MASCOT_EMBEDDING_MODEL_DIR", "/nonexistent")
     with pytest.raises(UserError, match="config.json"):
         E.model_dir()
 
 
-def test_torch_thread_count_is_restored():
+def test_torch_threads_while_encoding_and_restored(monkeypatch):
     import torch
 
+    enc = E._encoder("float32")
+    seen = []
+    real = enc.model.encode
+
+    def spy(*a, **kw):
+        seen.append(torch.get_num_threads())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(enc.model, "encode", spy)
+    monkeypatch.setenv("MASCOT_EMBED_THREADS", "1")
     before = torch.get_num_threads()
-    E._encoder("float32").encode(["restore my threads"])
-    assert torch.get_num_threads() == before
+    enc.encode(["restore my threads"])
+    assert seen == [1] and torch.get_num_threads() == before
 
 
 def test_background_embedding_errors_surface_and_are_skipped_when_unneeded():

@@ -12,7 +12,6 @@ from html.parser import HTMLParser
 import pandas as pd
 import pytest
 
-from mascot_eval.cli.main import main
 from mascot_eval.fileio import append_jsonl
 from mascot_eval.reports.html import render_report as build_report
 from mascot_eval.reports.leaderboard import cell, leaderboard_frame
@@ -20,6 +19,7 @@ from mascot_eval.runs.summary import summarize_data
 from mascot_eval.runs.tables import load_runs
 from tests.reportfactory import build_report_run
 from tests.runfactory import build_run, judgment_rows, make_transcript, noisy_scores
+from tests.cli_helpers import run_cli
 
 N_BOOT = 200
 SECTIONS = ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway", "figures", "training",
@@ -80,14 +80,6 @@ class Doc(HTMLParser):
         raise AssertionError(f"no table with column {header_has!r} in section {section}")
 
 
-def cli(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
-
-
 def png_size(uri: str) -> tuple[int, int]:
     assert uri.startswith("data:image/png;base64,"), uri[:40]
     raw = base64.b64decode(uri.split(",", 1)[1], validate=True)
@@ -99,7 +91,7 @@ def png_size(uri: str) -> tuple[int, int]:
 def full(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     rd = build_report_run(tmp)
-    assert cli(["report", str(rd.path), "--n-boot", str(N_BOOT)]) == 0
+    assert run_cli(["report", str(rd.path), "--n-boot", str(N_BOOT)])[0] == 0
     return rd, Doc(rd.report_path.read_text(encoding="utf-8"))
 
 
@@ -229,9 +221,9 @@ def test_empty_run_and_several_runs(tmp_path, capsys):
     assert doc.images == [] and len(re.findall(r'class="transcript"', doc.text)) == 2
     a = build_run(tmp_path / "base", systems=["mascot"], score=noisy_scores({"mascot": 0.0}), n_contexts=4)
     b = build_run(tmp_path / "cand", systems=["mascot"], score=noisy_scores({"mascot": 0.5}), n_contexts=4)
-    assert cli(["report", str(a.path), str(b.path)]) == 2 and "--out" in capsys.readouterr().err
+    assert run_cli(["report", str(a.path), str(b.path)])[0] == 2 and "--out" in capsys.readouterr().err
     out = tmp_path / "both.html"
-    assert cli(["report", str(a.path), str(b.path), "--out", str(out), "--n-boot", "100"]) == 0
+    assert run_cli(["report", str(a.path), str(b.path), "--out", str(out), "--n-boot", "100"])[0] == 0
     assert f"report: {out}" in capsys.readouterr().out
     doc = Doc(out.read_text())
     agent = doc.table("leaderboard", "Contribution")

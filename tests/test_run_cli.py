@@ -157,7 +157,11 @@ def test_run_steps_can_be_skipped(tmp_path, fake_model, tmp_cache, capsys, flag)
 
 
 def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
-    """A real process killed with SIGTERM mid-run: exit 143, manifest 'stopped', rerun completes."""
+    """A real process killed with SIGTERM mid-run: exit 143, manifest 'stopped', rerun completes.
+
+    Mid-run by construction, not by timing: once the first dialogue is on disk, every model call
+    blocks (awaiting an event nobody sets) and the run writes a 'blocked' file; only then is the
+    signal sent. The rerun goes without the gate."""
     import os
     import signal
     import subprocess
@@ -165,34 +169,47 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
     import time
 
     out = tmp_path / "run"
-    script = tmp_path / "slow_run.py"
+    script = tmp_path / "gated_run.py"
     script.write_text(
-        "import sys, time\n"
+        "import asyncio, os, sys\n"
+        "from pathlib import Path\n"
         "from tests import fakes\n"
-        "def slow(req):\n"
-        "    time.sleep(0.3)\n"
-        "    return fakes.default_responder(req)\n"
-        "fakes.script('sig-gen', slow)\n"
+        "from mascot_eval.backends.base import BACKENDS\n"
+        "GATE = os.environ.get('GATE_DIR')\n"
+        "class Gate(fakes.FakeBackend):\n"
+        "    kind = 'gate'\n"
+        "    async def generate(self, request):\n"
+        "        done = Path(sys.argv[sys.argv.index('--out') + 1]) / 'transcripts.jsonl'\n"
+        "        if GATE and done.exists() and done.read_text().strip():\n"
+        "            (Path(GATE) / 'blocked').write_text('')\n"
+        "            await asyncio.Event().wait()  # until SIGTERM cancels the run\n"
+        "        return await super().generate(request)\n"
+        "BACKENDS.add('gate', Gate)\n"
         "from mascot_eval.cli.main import main\n"
         "main(sys.argv[1:])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
            "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "cache")}
     args = [sys.executable, str(script), "run", "--task", "demo", "--limit", "4", "--system", "zero-shot",
-            "--model", "fake/sig-gen", "--judges", "none", "--metrics", "none", "--no-progress",
+            "--model", "gate/sig-gen", "--judges", "none", "--metrics", "none", "--no-progress",
             "--max-connections", "1", "--out", str(out)]
-    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (out / "transcripts.jsonl").exists():
-        time.sleep(0.1)
-    p.send_signal(signal.SIGTERM)
-    _, err = p.communicate(timeout=60)
+    p = subprocess.Popen(args, env={**env, "GATE_DIR": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (tmp_path / "blocked").exists():  # a file the run writes, not a deadline
+            if p.poll() is not None:
+                raise AssertionError(f"the run exited ({p.returncode}) before blocking: {p.stderr.read()}")
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
     assert p.returncode == 143, err
     assert "interrupted: finished work is saved" in err and "Traceback" not in err
     rd = RunDir(out)
     done = len(rd.transcripts())
     assert 1 <= done < 4 and rd.read_manifest()["status"] == "stopped"
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert f"{4 - done} new, {done} reused" in r.stderr
     assert RunDir(out).read_manifest()["status"] == "complete"

@@ -11,6 +11,7 @@ from mascot_eval.systems.multiagentesc import parse_vote, pick_strategies
 from mascot_eval.systems.speak import split_reasoning
 from mascot_eval.jsontext import json_objects, last_json_object
 from mascot_eval.systems.text import clean_reply, most_consistent
+from tests.cli_helpers import run_cli
 
 
 def card(id_: str, name: str, role: str) -> PersonaCard:
@@ -185,23 +186,13 @@ def test_template_render_error_names_template_and_variable(tmp_path):
         s.preflight(state)
 
 
-def cli(args: list[str]) -> int:
-    from mascot_eval.cli.main import main
-
-    try:
-        main(args)
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
-
-
 def test_systems_cli_list_and_show(capsys):
-    assert cli(["systems", "list"]) == 0
+    assert run_cli(["systems", "list"])[0] == 0
     out = capsys.readouterr().out
     for name in ("mascot", "mascot-p", "mascot-c", "multiagentesc", "self-consistency", "single-agent", "prompted"):
         assert f"\n{name} " in out
-    assert cli(["systems", "show", "mascot", "--model", "fake/x"]) == 0
+    assert run_cli(["systems", "show", "mascot", "--model", "fake/x"])[0] == 0
     out = capsys.readouterr().out
     assert "agents (emotional): Anchor, Catalyst, Beacon" in out and "director: fake/x" in out
-    assert cli(["systems", "show", "nosuch"]) == 2
+    assert run_cli(["systems", "show", "nosuch"])[0] == 2
     assert "unknown system 'nosuch'" in capsys.readouterr().err

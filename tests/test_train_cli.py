@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "baselines" / "train" / "tiny.yaml"
@@ -20,15 +21,6 @@ def _cfg(tmp_path: Path, data: dict) -> Path:
     return p
 
 
-def _run(capsys, *args: str) -> tuple[int, list[str]]:
-    from mascot_eval.cli.main import main
-
-    with pytest.raises(SystemExit) as ei:
-        main(["train", *args])
-    err = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
-    return ei.value.code, err
-
-
 @pytest.mark.parametrize(
     "field, value, needle",
     [
@@ -39,7 +31,8 @@ def _run(capsys, *args: str) -> tuple[int, list[str]]:
 def test_unknown_persona_or_judge_exit_2(tmp_path, capsys, field, value, needle):
     data = yaml.safe_load(TINY.read_text())
     data[field] = value
-    code, err = _run(capsys, "all", "--config", str(_cfg(tmp_path, data)), "--out", str(tmp_path / "out"))
+    r = run_cli(["train", "all", "--config", str(_cfg(tmp_path, data)), "--out", str(tmp_path / "out")], capsys)
+    code, err = r.code, r.err_lines
     assert code == 2
     assert len(err) == 1 and err[0].startswith("error:") and needle in err[0]
     assert not (tmp_path / "out").exists()
@@ -56,7 +49,8 @@ def test_base_model_that_cannot_load_exit_2(tmp_path, capsys, monkeypatch, kind)
         spec = "hf/nobody-xyz/no-such-model-123"
     data = yaml.safe_load(TINY.read_text())
     data["base_model"] = spec
-    code, err = _run(capsys, "stage1", "--config", str(_cfg(tmp_path, data)), "--out", str(tmp_path / "out"))
+    r = run_cli(["train", "stage1", "--config", str(_cfg(tmp_path, data)), "--out", str(tmp_path / "out")], capsys)
+    code, err = r.code, r.err_lines
     assert code == 2
     assert len(err) == 1 and f"base_model '{spec}': cannot load the model" in err[0]
     assert not (tmp_path / "out").exists()  # checked before anything is written
@@ -80,7 +74,8 @@ def test_too_few_pairs_exit_2_says_how_many_and_why(tmp_path, capsys, fake_model
     data["stage1"]["candidates"] = 3
     data["stage1"]["min_pairs"] = 50
     out = tmp_path / "out"
-    code, err = _run(capsys, "stage1", "--config", str(_cfg(tmp_path, data)), "--out", str(out))
+    r = run_cli(["train", "stage1", "--config", str(_cfg(tmp_path, data)), "--out", str(out)], capsys)
+    code, err = r.code, r.err_lines
     assert code == 2
     msg = [e for e in err if e.startswith("error:")]
     assert len(msg) == 1, err

@@ -9,6 +9,7 @@ import yaml
 
 from mascot_eval.errors import UserError
 from mascot_eval.train.config import load_config, personas_of
+from tests.cli_helpers import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "baselines" / "train" / "tiny.yaml"
@@ -59,13 +60,10 @@ def test_bad_config_one_line(tmp_path, changes, needle):
 
 
 def test_cli_bad_config_exits_2(tmp_path, capsys):
-    from mascot_eval.cli.main import main
-
     p = _write(tmp_path, judge="nobody")
-    with pytest.raises(SystemExit) as ei:
-        main(["train", "stage1", "--config", str(p), "--out", str(tmp_path / "out")])
-    assert ei.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    r = run_cli(["train", "stage1", "--config", str(p), "--out", str(tmp_path / "out")], capsys)
+    assert r.code == 2
+    err = r.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "unknown judge 'nobody'" in err[0]
     assert not (tmp_path / "out").exists()  # nothing half-written
 

@@ -88,7 +88,7 @@ def test_tiny_preset_trains_and_the_checkpoint_is_evaluated(tmp_path, tmp_cache)
 
     # evaluate the checkpoint: every speaker and the Director run on base + their adapter
     from mascot_eval.backends import local
-    from mascot_eval.cli.main import main
+    from tests.cli_helpers import run_cli
     from mascot_eval.runs.rundir import RunDir
 
     # the shipped `mascot` system with shorter turns and one speaker per round, to keep CI time down
@@ -98,12 +98,8 @@ def test_tiny_preset_trains_and_the_checkpoint_is_evaluated(tmp_path, tmp_cache)
     system["options"]["max_speakers"] = 1
     (tmp_path / "mascot.yaml").write_text(yaml.safe_dump(system))
     rd = tmp_path / "run"
-    try:
-        main(["generate", "--task", "demo", "--system", str(tmp_path / "mascot.yaml"), "--checkpoint", str(out),
-              "--limit", "1", "--out", str(rd), "--no-progress"])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
+    code = run_cli(["generate", "--task", "demo", "--system", str(tmp_path / "mascot.yaml"), "--checkpoint", str(out),
+                    "--limit", "1", "--out", str(rd), "--no-progress"]).code
     assert code == 0
     run_dir = RunDir(rd)
     [t] = run_dir.transcripts()

@@ -47,14 +47,47 @@ CREATE INDEX IF NOT EXISTS responses_spec ON responses(spec);
 """
 
 
-def response_cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+def response_cache_dir(explicit: str | os.PathLike[str] | None = None, *, create: bool = True) -> Path:
     """``--cache-dir``, else ``MASCOT_RESPONSE_CACHE_DIR``, else ``<user cache>/responses``."""
     if explicit:
         return Path(explicit).expanduser()
     env = os.environ.get("MASCOT_RESPONSE_CACHE_DIR")
     if env:
         return Path(env).expanduser()
-    return cache_dir() / "responses"
+    return cache_dir(create=create) / "responses"
+
+
+def read_stats(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """What :meth:`ResponseCache.stats` reports, without writing anything (``cache stats``).
+
+    The file is opened read-only; while a writer holds it (``-wal`` and ``-shm`` exist) SQLite reads
+    through them, otherwise the file alone is complete and is read as immutable (no side files are
+    created). Nothing is created, converted to WAL or moved aside: a file SQLite cannot read is
+    reported under ``unreadable`` (the next run moves it aside and starts a fresh cache).
+    """
+    from urllib.parse import quote
+
+    path = Path(directory) / FILENAME
+    out: dict[str, Any] = {"path": str(path), "rows": 0, "bytes": 0, "by_model": {}, "exists": path.is_file()}
+    if not out["exists"]:
+        return out
+    live = all(Path(str(path) + s).exists() for s in ("-wal", "-shm"))
+    uri = f"file:{quote(str(path.resolve()))}?{'mode=ro' if live else 'immutable=1'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=60.0)
+        try:
+            out["rows"] = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            out["by_model"] = dict(conn.execute("SELECT spec, COUNT(*) FROM responses GROUP BY spec ORDER BY spec").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
+        out["unreadable"] = str(exc)  # e.g. "no such table: responses"
+    except sqlite3.DatabaseError as exc:  # malformed, not a database
+        out["unreadable"] = str(exc)
+    out["bytes"] = sum(p.stat().st_size for p in path.parent.glob(f"{FILENAME}*") if p.is_file() and "corrupt" not in p.name)
+    return out
 
 
 _PARAM_FIELDS = tuple(f.name for f in fields(GenerationParams))

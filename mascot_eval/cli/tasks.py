@@ -72,10 +72,15 @@ def list_cmd() -> None:
 @click.option("-n", "--contexts", "n", type=click.IntRange(0, 100), default=3, show_default=True,
               help="how many sample contexts to print")
 def show_cmd(name: str, data_dir: str | None, n: int) -> None:
-    """Print a task (NAME or path) and its first sample contexts."""
+    """Print a task (NAME or path) and its first sample contexts.
+
+    Writes nothing: a dataset that is not in the data folder or the user cache is not downloaded;
+    the command says so (the first run downloads it).
+    """
     import yaml
 
     from ..data.loaders import load_contexts
+    from ..data.sources import DownloadNeeded, no_downloads
     from ..data.select import assign_profiles
     from ..personas import get_group
     from ..taskspec import load_task
@@ -85,11 +90,18 @@ def show_cmd(name: str, data_dir: str | None, n: int) -> None:
         _, cards = get_group(task.personas)
     except UserError as exc:
         raise UserError(f"{task.file}: field 'personas': {exc.message}") from None
-    contexts = load_contexts(task, data_dir)
+    try:
+        with no_downloads():
+            contexts = load_contexts(task, data_dir)
+    except DownloadNeeded as exc:
+        contexts, missing = None, exc.message
     click.echo(f"# {task.file} (sha256 {task.content_hash})")
     click.echo(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100,
                              default_flow_style=None).rstrip())
     click.echo(f"# personas: {', '.join(f'{c.name} ({c.role})' for c in cards)}")
+    if contexts is None:
+        click.echo(f"# contexts: not loaded: {missing}")
+        return
     pairs = assign_profiles(task, contexts)
     click.echo(f"# contexts: {len(contexts)} sampled, {len(pairs)} dialogues (context x profile)")
     for ctx, profile in pairs[:n]:
@@ -137,7 +149,8 @@ def validate_cmd(paths: tuple[str, ...], data_dir: str | None) -> None:
     """Validate task files (default: every tasks/*.yaml): schema, persona group, loader, filters, data.
 
     Loads every source and prints context counts per task, per source file and per split. Any problem
-    is one line naming the file and field; the exit code is then 2. Nothing is written.
+    is one line naming the file and field; the exit code is then 2. Nothing is written, except that
+    without a data folder a dataset missing from the user cache is downloaded into it first.
     """
     from ..data.check import check_task, split_counts
     from ..taskspec import load_task_file

@@ -5,17 +5,20 @@ Without one, the file is read from ``<user cache>/datasets/`` and, when absent t
 from the dataset's canonical public release over plain HTTP (pinned to a commit and checked against
 the git blob id where the source is a git repository). Offline (``HF_DATASETS_OFFLINE``,
 ``HF_HUB_OFFLINE`` or ``MASCOT_OFFLINE`` = 1) nothing is downloaded and a missing file is a one-line
-error naming ``MASCOT_DATA_DIR``.
+error naming ``MASCOT_DATA_DIR``. Under :func:`no_downloads` (commands that only show, such as
+``tasks show``) a file that would be downloaded raises :class:`DownloadNeeded` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import io
 import json
 import random
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,22 @@ KNOWN_BLOBS: dict[str, str] = {
     "esconv/ESConv.json": "2f7a69eeda505053eac68f9ab26fd728d0f6db31",
     "esconv/test.txt": "d3fddc001ec2a79b1ae9354f754e4cec5332ac12",
 }
+
+
+_NO_DOWNLOADS: contextvars.ContextVar[bool] = contextvars.ContextVar("mascot_no_downloads", default=False)
+
+
+class DownloadNeeded(UserError):
+    """Raised under :func:`no_downloads` where :func:`locate` would download (nothing was fetched)."""
+
+
+@contextlib.contextmanager
+def no_downloads() -> Iterator[None]:
+    token = _NO_DOWNLOADS.set(True)
+    try:
+        yield
+    finally:
+        _NO_DOWNLOADS.reset(token)
 
 
 def git_blob_id(data: bytes) -> str:
@@ -177,6 +196,9 @@ def locate(dataset: str, relpath: str, data_dir: Path | None, *, where: str = "t
                         f"set MASCOT_DATA_DIR to a folder holding {relpath}")
     if dataset not in DOWNLOADERS:
         raise UserError(f"{relpath}: not found and {dataset} has no download source; set MASCOT_DATA_DIR to a folder holding it")
+    if _NO_DOWNLOADS.get():
+        raise DownloadNeeded(f"{relpath} is not in {cache_root()} yet; the first run downloads {dataset} there "
+                             "(or set MASCOT_DATA_DIR to a folder holding it)")
     DOWNLOADERS[dataset](cache_root())
     if not cached.exists():
         raise UserError(f"{relpath}: not part of the downloaded {dataset} release; set MASCOT_DATA_DIR to a folder holding it")
