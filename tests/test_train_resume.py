@@ -43,8 +43,10 @@ def test_stage1_data_steps_resume(tmp_path, fake_model, tmp_cache):
     rollouts = list(read_jsonl(out / "stage1" / "rollouts.jsonl"))
     assert len(rollouts) == 3 and all(r["system"] == "mascot-tiny" for r in rollouts)
     partial = list(read_jsonl(out / "stage1" / "candidates.jsonl"))
-    n_states = sum(len([t for t in r["turns"] if t["speaker"] != "user"]) for r in rollouts)
-    assert n_states == 3 * 2  # 3 contexts x 1 round x 2 speakers (mascot-tiny)
+    n_turns = sum(len([t for t in r["turns"] if t["speaker"] != "user"]) for r in rollouts)
+    assert n_turns == 3 * 2  # 3 contexts x 1 round x 2 speakers (mascot-tiny)
+    # each turn's state is also offered to every persona the Director could have picked there: 3 + 2 per round
+    n_states = 3 * (3 + 2)
     assert 0 < len(partial) < n_states * 3
 
     fake_model("team", team_responder)
@@ -53,6 +55,7 @@ def test_stage1_data_steps_resume(tmp_path, fake_model, tmp_cache):
     assert len(cands) == n_states * 3 and len({c["key"] for c in cands}) == len(cands)  # only the missing ones sampled
     assert len([c for c in fakes.CALLS["team"] if c.tag == "train:sample"]) == len(cands) - len(partial)
     assert all(c["directive"] and c["messages"][0]["role"] == "system" for c in cands)  # directive-conditioned prompts
+    assert {c["persona"] for c in cands} == {"anchor", "catalyst", "beacon"}
 
     judged = list(read_jsonl(out / "stage1" / "judged.jsonl"))
     assert len(judged) == len(cands)
@@ -91,7 +94,7 @@ def test_too_few_pairs_says_why(tmp_path, fake_model, tmp_cache):
     with pytest.raises(UserError) as ei:
         run_stage1(cfg, tmp_path / "ck", data_only=True)
     msg = str(ei.value)
-    assert "too few preference pairs" in msg and "pairs kept from 18 candidates" in msg and "min_pairs is 500" in msg
+    assert "too few preference pairs" in msg and "pairs kept from 45 candidates" in msg and "min_pairs is 500" in msg
     assert "\n" not in msg
 
 

@@ -68,3 +68,32 @@ def _stage_command(stage: str) -> click.Command:
 
 for _s in ("sft", "stage1", "stage2", "all"):
     train.add_command(_stage_command(_s))
+
+
+@train.command(name="serve")
+@click.argument("checkpoint_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--port", type=int, default=8000, show_default=True)
+def serve_cmd(checkpoint_dir: str, port: int) -> None:
+    """Print the vLLM command that serves a checkpoint's adapters under their names, for
+    `mascot-eval run --checkpoint DIR@http://127.0.0.1:PORT/v1` (thinking mode off for Qwen3)."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    from ..systems.checkpoint import load_checkpoint
+
+    ck = load_checkpoint(checkpoint_dir)
+    mods, rank = [], 8
+    for name in sorted(ck.adapters):
+        folder = ck.adapter_dir(name, needed_by="train serve")
+        rank = max(rank, int(json.loads((folder / "adapter_config.json").read_text()).get("r", 8)))
+        mods.append(f"{name}={folder}")
+    base = ck.raw.get("served_base_model") or ck.base_model.split("/", 1)[-1]
+    if ck.base_model == "embedded":
+        base = ck.raw.get("base_model_info", {}).get("path") or base
+    cmd = ["vllm", "serve", base, "--port", str(port), "--enable-lora", "--max-lora-rank", str(rank),
+           "--max-loras", str(max(1, len(mods))), "--lora-modules", *mods,
+           "--default-chat-template-kwargs", '{"enable_thinking": false}']
+    click.echo(" ".join(shlex.quote(c) for c in cmd))
+    click.echo(f"# then: mascot-eval run --system mascot --checkpoint {Path(checkpoint_dir)}@http://127.0.0.1:{port}/v1 ...",
+               err=True)

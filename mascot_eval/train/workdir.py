@@ -131,6 +131,7 @@ class TrainDir:
                 "config_file": cfg.file,
                 "config_hash": cfg.config_hash(),
                 "train_log": "train_log.jsonl",
+                "served_base_model": cfg.serving.model if cfg.serving else None,
             }
         )
         data.setdefault("adapters", {})
