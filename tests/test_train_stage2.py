@@ -55,6 +55,20 @@ def test_decide_reads_the_speaker_slot(tmp_path, fake_model, tmp_cache):
     assert decide(view, second, 'none"', "speaker", "")[1] == "ended_too_early"
     d, reason, fmt = decide(view, first, '{"speaker": "Beacon", "action": "praise", "tone": "bright"}', "directive", "")
     assert d.speaker == "Beacon" and fmt == 1.0
+    assert decide(view, first, "Cat", "speaker", "")[0].speaker == "Catalyst"  # one sampled token: its option
+
+
+def test_choice_bias_restricts_sampling_to_the_options():
+    from transformers import AutoTokenizer
+
+    from mascot_eval.backends.modeldir import embedded_model_dir
+    from mascot_eval.personas import get_group
+    from mascot_eval.train.stage2 import choice_bias
+
+    tok = AutoTokenizer.from_pretrained(str(embedded_model_dir()))
+    _, cards = get_group("emotional")
+    bias = choice_bias(tok, cards, '{"speaker": "')
+    assert [tok.decode(t) for (t, b) in bias] == ["An", "Cat", "Be", "none"] and all(b == 100.0 for _, b in bias)
 
 
 def test_invalid_decisions_are_penalised_and_not_logged_as_judged(tmp_path, fake_model, tmp_cache):

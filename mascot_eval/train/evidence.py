@@ -42,7 +42,10 @@ def slope_ci(xs: list[float], ys: list[float], groups: list[str] | None = None, 
 
 
 def grpo_series(rows: list[dict[str, Any]], name: str, key: str = "reward") -> list[tuple[int, float]]:
-    return [(int(r["step"]), float(r[key])) for r in rows
+    """(step, value) of the adapter's latest training run (the log is append-only; a run starts with its 'lora' row)."""
+    starts = [i for i, r in enumerate(rows) if r.get("step_name") == "lora" and r.get("name") == name]
+    tail = rows[starts[-1]:] if starts else rows
+    return [(int(r["step"]), float(r[key])) for r in tail
             if r.get("step_name") == "grpo" and r.get("name") == name and isinstance(r.get(key), (int, float))]
 
 

@@ -57,6 +57,7 @@ def run_grpo(
     seed: int,
     log: Callable[[dict[str, Any]], None],
     init_adapter: Path | None = None,
+    generation_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train a LoRA adapter with GRPO on ``rows`` (each with a ``prompt``: messages, or a string already in the
     chat template); save it to ``out_dir``. ``init_adapter`` (e.g. the SFT adapter) is the starting point: it is
@@ -109,6 +110,7 @@ def run_grpo(
         gradient_checkpointing=spec.gradient_checkpointing,
         disable_tqdm=True,
         chat_template_kwargs=chat_template_kwargs(tokenizer) or None,
+        generation_kwargs=generation_kwargs,
         **({"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": spec.vllm_server_base_url} if spec.use_vllm else {}),
     )
     t0 = time.perf_counter()

@@ -6,7 +6,9 @@
 2. GRPO: for each state the Director's prompt is rendered by the system's Director
    (:meth:`.view.SystemView.director_messages`). With ``decision: speaker`` (default) the prompt is
    prefilled up to the speaker slot of the JSON directive (``stage2.prefill``) and the completion is
-   the speaker's name, the part the evaluation Director decides by constrained choice; with
+   one token, sampled among the options' first tokens only (:func:`choice_bias`): the policy's
+   probabilities renormalised over the speakers (and "none"), what the evaluation Director decides by
+   constrained choice (a free sample of the 135M base names a speaker almost never); with
    ``decision: directive`` the whole JSON directive is generated and read by the evaluation parser.
    Each sampled decision is *played out*: the chosen speaker answers (its Stage-1 adapter, the system's
    speaker code), then the system continues the round with its own Director until ``block_turns`` agent
@@ -83,6 +85,11 @@ def decide(view: SystemView, st: State, text: str, decision: str, prefill: str):
         return d, reason, directive_format_reward(reason, t.startswith("{") and t.endswith("}"))
     name = text.split('"', 1)[0].strip()
     director = view.system.director
+    if name and match_speaker(name, view.cards) is None and name.lower() not in STOP:
+        # a speaker slot cut after its first token(s): the one option it starts (first tokens are unique)
+        starts = [o for o in [*(c.name for c in view.cards), "none"] if o.lower().startswith(name.lower())]
+        if len(starts) == 1:
+            name = starts[0]
     if name.lower() in STOP:
         if len(st.spoken) >= director.min_speakers:
             return None, None, 1.0
@@ -198,6 +205,25 @@ def director_prompt(view: SystemView, st: State, tok, decision: str, prefill: st
     return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs(tok)) + prefill
 
 
+def choice_bias(tok, cards: list[PersonaCard], prefill: str, bias: float = 100.0) -> list:
+    """trl generation ``sequence_bias`` that restricts the sampled speaker slot to the options' first tokens:
+    with +``bias`` on each, the sampled token follows the policy's own probabilities renormalised over the
+    options (what choice-constrained decoding reads), so every sampled decision names an option."""
+    head = tok.encode(prefill, add_special_tokens=False)
+    firsts: dict[int, str] = {}
+    for option in [*(c.name for c in cards), "none"]:
+        ids = tok.encode(prefill + option, add_special_tokens=False)
+        if ids[: len(head)] != head or len(ids) == len(head):
+            raise UserError(f"stage2.prefill {prefill!r}: the tokenizer merges it with the option {option!r}; end the "
+                            "prefill on a token boundary (e.g. with a quote)")
+        first = ids[len(head)]
+        if first in firsts:
+            raise UserError(f"stage2.decision 'speaker': options {firsts[first]!r} and {option!r} start with the same "
+                            "token; use decision: directive")
+        firsts[first] = option
+    return [[[t], bias] for t in firsts]
+
+
 def run_stage2(
     cfg: TrainConfig,
     out: str | Path,
@@ -267,6 +293,10 @@ def run_stage2(
     s2 = cfg.stage2
     by_key = {st.key: st for st in states}
     rows = [{"prompt": director_prompt(views[st.task.name], st, tok, s2.decision, s2.prefill), "state": st.key} for st in states]
+    spec, gen_kwargs = s2.grpo, None
+    if s2.decision == "speaker":  # one token: the option's first, sampled among the options only
+        gen_kwargs = {"sequence_bias": choice_bias(tok, views[states[0].task.name].cards, s2.prefill)}
+        spec = spec.model_copy(update={"max_completion_length": 1})
 
     async def judge(t: Transcript, view: SystemView):
         return await judge_transcript(judge_spec, t, levels=("group",), settings=settings, cards=view.cards)
@@ -274,8 +304,8 @@ def run_stage2(
     dest.parent.mkdir(parents=True, exist_ok=True)
     res = run_grpo(
         name="director", stage="stage2", base_path=base_path, base_spec=cfg.base_model, tokenizer=tok, rows=rows,
-        reward_fn=director_reward_fn(cfg, views, by_key, judge, judge_spec.mode, settings), spec=s2.grpo, lora=s2.lora,
-        out_dir=dest, seed=cfg.seed, log=td.log,
+        reward_fn=director_reward_fn(cfg, views, by_key, judge, judge_spec.mode, settings), spec=spec, lora=s2.lora,
+        out_dir=dest, seed=cfg.seed, log=td.log, generation_kwargs=gen_kwargs,
     )
     if is_main_process():
         td.mark_done("adapter:director", h_dir, **{k: v for k, v in res.items() if k != "final"})
