@@ -217,10 +217,13 @@ def check_checkpoint(path: str | Path | None) -> Checkpoint | None:
 
     if path is None:
         return None
-    p = Path(path)
+    text = str(path)
+    for mark in ("@http://", "@https://"):  # DIR@URL: the adapters served by that vLLM server
+        text = text.split(mark, 1)[0]
+    p = Path(text)
     if not p.is_dir():
         raise UserError(f"--checkpoint: {p} is not a folder; pass a trainer output folder (checkpoint.json + adapters)")
-    return load_checkpoint(p)
+    return load_checkpoint(path)
 
 
 def check_system(name: str, task: TaskSpec, pair: Pair, *, model: str, user_model: str, checkpoint: Checkpoint | None,

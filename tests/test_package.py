@@ -141,7 +141,7 @@ def test_user_folder_adds_and_overrides_by_name(home, capsys):
 
     assert _config_file("mine") == home / "baselines" / "train" / "mine.yaml"
     assert _config_file("tiny") == REPO / "baselines" / "train" / "tiny.yaml"
-    with pytest.raises(UserError, match="no preset of that name; presets: mine, paper, tiny"):
+    with pytest.raises(UserError, match="no preset of that name; presets: gpu-smoke, mine, paper, tiny"):
         _config_file("nope")
 
 

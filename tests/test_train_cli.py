@@ -65,14 +65,10 @@ def _judge_all_equal(req) -> str:
 
 @pytest.mark.torch
 def test_too_few_pairs_exit_2_says_how_many_and_why(tmp_path, capsys, fake_model, tmp_cache):
-    data = yaml.safe_load(TINY.read_text())
-    data["sampling_model"] = fake_model("sampler", lambda req: f"Reply {req.params.sample_index}: I hear you.")
+    from tests.train_helpers import config_data
+
+    data = config_data(fake_model, delta=0.5, min_pairs=50)
     data["judge"] = fake_model("judge", _judge_all_equal)
-    data["judge_overrides"] = {}  # the scripted judge answers with its JSON verdict (generate mode)
-    data["stage1"]["delta"] = 0.5
-    data["data"]["contexts"] = 2
-    data["stage1"]["candidates"] = 3
-    data["stage1"]["min_pairs"] = 50
     out = tmp_path / "out"
     r = run_cli(["train", "stage1", "--config", str(_cfg(tmp_path, data)), "--out", str(out)], capsys)
     code, err = r.code, r.err_lines
@@ -80,7 +76,7 @@ def test_too_few_pairs_exit_2_says_how_many_and_why(tmp_path, capsys, fake_model
     msg = [e for e in err if e.startswith("error:")]
     assert len(msg) == 1, err
     m = msg[0]
-    assert "too few preference pairs" in m and "pairs kept from 18 candidates" in m
+    assert "too few preference pairs" in m and "pairs kept from 45 candidates" in m
     assert "differ by less than delta=0.5" in m and "stage1.min_pairs is 50" in m
     kept = int(m.split("too few preference pairs: ")[1].split(" pairs kept")[0])
     assert 0 <= kept < 50

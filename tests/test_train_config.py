@@ -31,8 +31,12 @@ def _write(tmp_path: Path, **changes) -> Path:
 
 def test_presets_load():
     tiny, paper = load_config(TINY), load_config(PAPER)
-    assert tiny.base_model == "embedded" and tiny.judge == "local"
+    assert tiny.base_model == "embedded" and tiny.judge == "checks"
     assert [c.id for c in personas_of(tiny)] == ["anchor", "catalyst", "beacon"]
+    assert tiny.system_ref.endswith("baselines/train/systems/mascot-tiny.yaml") and tiny.sft.enabled
+    assert paper.sft.enabled and paper.system == "mascot" and paper.judge == "gpt"
+    smoke = load_config(REPO / "baselines" / "train" / "gpu-smoke.yaml")
+    assert smoke.base_model.endswith("Qwen3-0.6B") and smoke.stage1.grpo.bf16
     assert paper.stage1.lora.r == 16 and paper.stage1.lora.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
     assert paper.stage1.delta == 0.5 and paper.launch.accelerate
     assert tiny.config_hash() != paper.config_hash()
@@ -49,6 +53,11 @@ def test_presets_load():
         ({"stage1__candidates": 1}, "field 'stage1.candidates'"),
         ({"stage1__lora__rank": 4}, "field 'stage1.lora.rank': unknown field"),
         ({"stage2__reward__criteria": ["fidelity", "vibes"]}, "unknown group criterion 'vibes'"),
+        ({"system": "zero-shot"}, "field 'system': 'zero-shot' is of kind 'prompted'"),
+        ({"system": "no-such-system"}, "field 'system': unknown system"),
+        ({"evaluation_judges": ["nope"]}, "field 'evaluation_judges': unknown judge 'nope'"),
+        ({"sft__data__tasks": ["no-such-task"]}, "field 'sft.data.tasks'"),
+        ({"data__tasks": ["qmsum-product"]}, "plays persona group 'workplace'"),
     ],
 )
 def test_bad_config_one_line(tmp_path, changes, needle):
@@ -81,15 +90,16 @@ def test_judge_overrides_apply_to_training_only(tmp_path):
     from mascot_eval.judges.specs import resolve_judge
     from mascot_eval.train.stage1 import judge_info
 
-    tiny = load_config(TINY)
-    spec = tiny.judge_spec()
+    over = load_config(_write(tmp_path, judge="local",
+                              judge_overrides={"mode": "logprob", "max_tokens": 120, "reask": 0, "top_logprobs": 0}))
+    spec = over.judge_spec()
     assert spec.name == "local" and spec.decoding.max_tokens == 120 and spec.reask == 0 and spec.decoding.top_logprobs == 0
     file_spec = resolve_judge("local")
     assert file_spec.decoding.max_tokens != 120  # the judge file itself is untouched (evaluation uses it)
-    plain = load_config(_write(tmp_path, judge_overrides={}))
+    plain = load_config(_write(tmp_path, judge="local", judge_overrides={}))
     assert plain.judge_spec().decoding == file_spec.decoding
-    assert judge_info(tiny)["spec_hash"] != judge_info(plain)["spec_hash"]  # judged rows are redone when it changes
-    assert judge_info(tiny)["overrides"] == {"max_tokens": 120, "reask": 0, "top_logprobs": 0, "mode": "logprob"}
+    assert judge_info(over)["spec_hash"] != judge_info(plain)["spec_hash"]  # judged rows are redone when it changes
+    assert judge_info(over)["overrides"] == {"max_tokens": 120, "reask": 0, "top_logprobs": 0, "mode": "logprob"}
     assert "overrides" not in judge_info(plain)
     with pytest.raises(UserError, match="judge_overrides.max_tokens"):
         load_config(_write(tmp_path, judge_overrides={"max_tokens": 2}))

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from mascot_eval.train.diversity import block_redundancy, containment
-from mascot_eval.train.prompts import fallback_directive, parse_directive
 from mascot_eval.train.rewards import composite_reward, directive_format_reward, format_checks, format_reward
 from mascot_eval.train.stage2 import group_term, impute_unscored
 
@@ -48,20 +47,11 @@ def test_composite_reward_weights():
     assert composite_reward(0.0, 0.0) == 0.0
 
 
-def test_parse_directive():
-    d, why = parse_directive('Sure! {"speaker": "anchor", "action": "validate the guilt", "tone": "calm"}', AGENTS)
-    assert d == {"speaker": "Anchor", "action": "validate the guilt", "tone": "calm"} and why is None
-    assert parse_directive("Anchor should speak", AGENTS) == (None, "no JSON object")
-    assert parse_directive('{"speaker": "Bob", "action": "x", "tone": "y"}', AGENTS)[1] == "unknown speaker 'Bob'"
-    assert parse_directive('{"speaker": "Beacon", "action": "", "tone": "y"}', AGENTS)[1] == "no action"
-    assert fallback_directive(AGENTS, ["Anchor"])["speaker"] == "Catalyst"
-
-
 def test_directive_format_reward():
-    assert directive_format_reward('{"speaker": "Beacon", "action": "praise effort", "tone": "bright"}', AGENTS) == 1.0
-    assert directive_format_reward('Next: {"speaker": "Beacon", "action": "praise", "tone": "bright"}', AGENTS) == 0.75
-    assert directive_format_reward('{"speaker": "Nobody"}', AGENTS) == 0.5
-    assert directive_format_reward("no json here", AGENTS) == 0.0
+    assert directive_format_reward(None, True) == 1.0  # valid, nothing around the JSON
+    assert directive_format_reward(None, False) == 0.75  # valid, with prose around it
+    assert directive_format_reward("unknown_speaker", True) == 0.5  # JSON, but not a valid directive
+    assert directive_format_reward("no_json", False) == 0.0
 
 
 def test_redundancy_penalises_repeated_speakers_and_content():
@@ -85,7 +75,20 @@ def test_redundancy_penalises_repeated_speakers_and_content():
 def test_group_term_and_unscored_imputation():
     rows = [{"criterion": "fidelity", "score": 5}, {"criterion": "relevance", "score": 3},
             {"criterion": "engagement", "score": None}, {"criterion": "originality", "score": 1}]
-    assert group_term(rows, ["fidelity", "relevance", "engagement"]) == pytest.approx((4 - 1) / 4)
-    assert group_term([{"criterion": "fidelity", "score": None}], ["fidelity"]) is None
+    assert group_term(rows, ["fidelity", "relevance", "engagement"], "generate") == pytest.approx((4 - 1) / 4)
+    assert group_term([{"criterion": "fidelity", "score": None}], ["fidelity"], "generate") is None
     # an unscored block takes its siblings' mean (same state), never zero; a state with none scored stays None
     assert impute_unscored([0.5, None, 0.7, None], ["s1", "s1", "s1", "s2"]) == [0.5, pytest.approx(0.6), 0.7, None]
+
+
+def test_stage2_reads_the_expected_digit_like_stage1():
+    """A logprob judge's group rows: Stage 1 (score_response) uses the expected digit, so Stage 2 must too.
+    (It read the argmax digit: blocks with expected 3.4 and 2.6 both looked like a flat 3.)"""
+    rows = [{"criterion": "fidelity", "score": 3, "weighted_score": 3.4, "status": "scored"},
+            {"criterion": "relevance", "score": 3, "weighted_score": 3.4, "status": "scored"}]
+    assert group_term(rows, ["fidelity", "relevance"], "logprob") == pytest.approx((3.4 - 1) / 4)
+    assert group_term(rows, ["fidelity", "relevance"], "rules") == pytest.approx((3.4 - 1) / 4)
+    # a generating judge's verdict is its integer (as score_response returns it for Stage 1)
+    assert group_term(rows, ["fidelity", "relevance"], "generate") == pytest.approx((3 - 1) / 4)
+    rows[0]["status"] = "unscored"
+    assert group_term(rows, ["fidelity", "relevance"], "logprob") == pytest.approx((3.4 - 1) / 4)

@@ -1,4 +1,6 @@
-"""Reward model learns a separable preference set; LoRA trainable-parameter share is computed."""
+"""The reward model (trl RewardTrainer + peft): it learns a separable preference set and generalises to
+held-out topics; its held-out accuracy comes with n and a binomial interval; the saved folder scores the
+same after reloading; the LoRA trainable share matches the paper's for a Qwen3-8B shape."""
 
 from __future__ import annotations
 
@@ -10,43 +12,50 @@ TOPICS = ["my exam", "my new job", "my dog's surgery", "my sister's wedding", "t
           "the deadline", "my grandmother", "the interview", "my breakup", "the promotion", "my friend's silence",
           "the rent", "my thesis", "the diagnosis", "the argument", "my first marathon", "the layoffs",
           "my neighbour", "the trip"]
-WARM = ["I hear how much {t} weighs on you; it makes sense to feel this way.",
-        "That sounds really hard. Thank you for telling me about {t}; I'm here with you."]
-COLD = ["Whatever. {t} is not a big deal, stop complaining.",
-        "Honestly nobody cares about {t}. Move on."]
+ASK = ["What part of {t} worries you the most right now?", "How are you feeling about {t} today?"]
+TELL = ["I think {t} will be fine in the end.", "That is a lot to deal with around {t}."]
+MINILM_LORA = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["query", "key", "value", "dense"]}
 
 
-def test_reward_model_beats_chance_on_heldout_pairs():
-    from mascot_eval.backends.modeldir import embedded_model_dir
-    from mascot_eval.train.config import RewardModelSpec
-    from mascot_eval.train.reward_model import pairwise_accuracy, train_reward_model
-
-    pairs = []
+def _pairs():
+    out = []
     for i, t in enumerate(TOPICS):
-        pairs.append({"chosen_text": WARM[i % 2].format(t=t), "rejected_text": COLD[(i // 2) % 2].format(t=t),
-                      "split": "heldout" if i >= 14 else "train"})
-    spec = RewardModelSpec(epochs=15, learning_rate=0.01, batch_size=8, max_length=48)
-    rows = []
-    rm, m = train_reward_model(str(embedded_model_dir()), "embedded", spec, pairs, seed=0, log=rows.append)
-    assert m["train_pairs"] == 14 and m["heldout_pairs"] == 6
-    assert m["heldout_acc"] > 0.5 and m["heldout_acc"] >= 5 / 6  # well above chance on unseen topics
-    assert rows[-1]["loss"] < rows[0]["loss"]
-    # swapping chosen and rejected flips the accuracy
-    flipped = [{"chosen_text": p["rejected_text"], "rejected_text": p["chosen_text"]} for p in pairs if p["split"] == "heldout"]
-    assert pairwise_accuracy(rm, flipped) == pytest.approx(1 - m["heldout_acc"])
+        messages = [{"role": "system", "content": "You are Catalyst, the critical thinker."},
+                    {"role": "user", "content": f"User: I keep thinking about {t}.\nReply as Catalyst."}]
+        for j in range(2):
+            out.append({"messages": messages, "chosen": ASK[j].format(t=t), "rejected": TELL[(i + j) % 2].format(t=t),
+                        "split": "heldout" if i >= 14 else "train"})
+    return out
 
 
-def test_reward_model_round_trip(tmp_path):
-    from mascot_eval.backends.modeldir import embedded_model_dir
+def test_binomial_interval():
+    from mascot_eval.train.reward_model import binomial_interval
+
+    lo, hi = binomial_interval(40, 50)
+    assert 0.66 < lo < 0.67 and 0.89 < hi < 0.91  # Clopper-Pearson, exact
+    assert binomial_interval(0, 0) is None
+    assert binomial_interval(25, 50)[0] < 0.5 < binomial_interval(25, 50)[1]
+
+
+def test_reward_model_beats_chance_on_heldout_pairs(tmp_path):
     from mascot_eval.train.config import RewardModelSpec
-    from mascot_eval.train.reward_model import RewardModel, train_reward_model
+    from mascot_eval.train.reward_model import RewardScorer, encoder_path, train_reward_model
 
-    pairs = [{"chosen_text": WARM[0].format(t=t), "rejected_text": COLD[0].format(t=t), "split": "train"} for t in TOPICS[:4]]
-    rm, m = train_reward_model(str(embedded_model_dir()), "embedded", RewardModelSpec(epochs=2, max_length=32), pairs)
-    rm.save(tmp_path / "rm", m)
-    again = RewardModel.load(tmp_path / "rm")
-    texts = [pairs[0]["chosen_text"], pairs[0]["rejected_text"]]
-    assert again.score(texts) == pytest.approx(rm.score(texts), abs=1e-5)
+    pairs = _pairs()
+    spec = RewardModelSpec(base_model="minilm", epochs=4, learning_rate=1e-3, batch_size=8, max_length=64,
+                           lora=MINILM_LORA, gradient_checkpointing=False)
+    rows: list[dict] = []
+    m = train_reward_model(encoder_path("minilm"), "minilm", spec, pairs, tmp_path / "rm", seed=0, log=rows.append)
+    assert m["trainer"] == "trl.RewardTrainer" and m["train_pairs"] == 28 and m["heldout_pairs"] == 12
+    assert [r["step_name"] for r in rows] == ["reward_model"] * 4 and all(r["heldout_pairs"] == 12 for r in rows)
+    assert m["heldout_accuracy"] >= 10 / 12 and m["heldout_ci95"][0] > 0.5  # well above chance on unseen topics
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    # the saved folder (peft adapter + score head) scores the same after reloading; swapping flips the order
+    scorer = RewardScorer(tmp_path / "rm")
+    held = [p for p in pairs if p["split"] == "heldout"]
+    rc = scorer.score([p["messages"] for p in held], [p["chosen"] for p in held])
+    rr = scorer.score([p["messages"] for p in held], [p["rejected"] for p in held])
+    assert sum(a > b for a, b in zip(rc, rr)) / len(held) == pytest.approx(m["heldout_accuracy"])
 
 
 def test_lora_share_matches_paper_for_qwen3_8b_shape():

@@ -85,9 +85,10 @@ class LocalEngine:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the weight-loading bar would interleave with our progress lines
+        device, dtype = local_device()
         try:
             tok = AutoTokenizer.from_pretrained(ref)
-            model = AutoModelForCausalLM.from_pretrained(ref, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype).to(device)
         except (OSError, ValueError) as exc:
             raise UserError(f"model '{self.label}': cannot load '{ref}' with transformers ({str(exc).splitlines()[0]})") from None
         if not tok.chat_template:
@@ -166,8 +167,9 @@ class LocalEngine:
         t0 = time.perf_counter()
         tok = self.tokenizer
         params = [j.request.params for j in jobs]
-        prompts = [tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True) for j in jobs]
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        prompts = [tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True,
+                                           **chat_template_kwargs(tok)) for j in jobs]
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
         prompt_len = enc["input_ids"].shape[1]
         eos_ids = _eos_ids(tok, self.model)
         stopper = _RowStopper(tok, prompt_len, [p.max_tokens for p in params], [p.stop for p in params], eos_ids)
@@ -231,8 +233,8 @@ class LocalEngine:
         choice_ids: list[list[int]] = []
         for j in jobs:
             p = j.request.params
-            ids = tok.encode(tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True),
-                             add_special_tokens=False)
+            ids = tok.encode(tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True,
+                                                     **chat_template_kwargs(tok)), add_special_tokens=False)
             at = []
             for seg in p.prefill:
                 ids += tok.encode(seg, add_special_tokens=False)
@@ -243,12 +245,13 @@ class LocalEngine:
             marks.append(at)
             choice_ids.append([_single_token(tok, c, self.label) for c in p.choices])
         width = max(len(r) for r in rows)
-        ids_t = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        dev = self.model.device
+        ids_t = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows], device=dev)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=dev)
         keep = sorted({m for at in marks for m in at})  # only these positions' logits, not seq x vocab
         where = {m: i for i, m in enumerate(keep)}
         with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
-            logits = self.model(input_ids=ids_t, attention_mask=mask, logits_to_keep=torch.tensor(keep)).logits
+            logits = self.model(input_ids=ids_t, attention_mask=mask, logits_to_keep=torch.tensor(keep, device=dev)).logits
         self.batches.append(len(jobs))
         elapsed = time.perf_counter() - t0
         results = []
@@ -261,6 +264,22 @@ class LocalEngine:
             results.append(ChatResponse(text="", finish_reason="stop", usage=Usage(prompt_tokens=len(rows[r]), completion_tokens=0),
                                         latency_s=elapsed + (t0 - job.submitted), model="", choice_probs=probs))
         return results
+
+
+def local_device() -> tuple[str, Any]:
+    """(device, dtype) for local models: the first GPU in bf16 when CUDA is available (``MASCOT_LOCAL_DEVICE=cpu``
+    keeps the CPU), else the CPU in float32."""
+    import torch
+
+    if torch.cuda.is_available() and os.environ.get("MASCOT_LOCAL_DEVICE", "") != "cpu":
+        return os.environ.get("MASCOT_LOCAL_DEVICE") or "cuda", torch.bfloat16
+    return "cpu", torch.float32
+
+
+def chat_template_kwargs(tok: Any) -> dict[str, Any]:
+    """Extra chat-template variables: thinking mode off for templates that have one (Qwen3's ``enable_thinking``),
+    so a reply is the answer itself, not a reasoning trace."""
+    return {"enable_thinking": False} if "enable_thinking" in (getattr(tok, "chat_template", None) or "") else {}
 
 
 def _single_token(tok: Any, text: str, label: str) -> int:

@@ -190,9 +190,9 @@ class Judge:
         self, user_prompt: str, parse: Callable[[str, str], Parsed], json_schema: dict[str, Any] | None
     ) -> Asked:
         """One judging call: system + user prompt, parse, re-ask ``spec.reask`` times, record usage."""
-        if self.spec.mode == "logprob":
+        if self.spec.mode != "generate":
             raise UserError(
-                f"{self.spec.file or 'judge ' + repr(self.spec.name)}: field 'mode' is logprob, so this judge cannot "
+                f"{self.spec.file or 'judge ' + repr(self.spec.name)}: field 'mode' is {self.spec.mode}, so this judge cannot "
                 "write a free-form verdict for this step; use a judge with mode: generate"
             )
         messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": user_prompt}]
@@ -362,6 +362,8 @@ async def judge_units(
     ``on_unit`` receives each unit's rows as soon as that unit is done (to record it at once)."""
     by_name = prompts.cards_by_name(t, cards)
     material = judge.material(t)
+    if judge.spec.mode == "rules":
+        return [rules_rows(judge, t, level, agent, by_name) for level, agent in units]
 
     async def one(level: str, agent: str | None) -> list[dict[str, Any]]:
         if level == "agent":
@@ -381,6 +383,23 @@ async def judge_units(
         return rows
 
     return list(await asyncio.gather(*(done(lv, ag) for lv, ag in units)))
+
+
+def rules_rows(judge: Judge, t: Transcript, level: str, agent: str | None, by_name: dict[str, PersonaCard]) -> list[dict[str, Any]]:
+    """``mode: rules``: the unit's rows from the deterministic checks (:mod:`.rules`); no model call."""
+    from .rules import score_transcript
+
+    assert judge.spec.rules is not None
+    got = score_transcript(judge.spec.rules, t, level, agent, {n: c.id for n, c in by_name.items()})
+    if got is None:
+        return _rows(judge, t, level, agent, None, "no_turns: the agent never spoke" if level == "agent" else "no_turns: no agent spoke")
+    scores, why = got
+    return _rows(judge, t, level, agent, _rules_asked(scores, why, [t.dialogue_id, level, agent or ""]), None)
+
+
+def _rules_asked(scores: dict[str, float], why: str, key: list[str]) -> Asked:
+    return Asked(Parsed(True, scores=dict(scores), rationale=why), _usage([]), weighted=dict(scores),
+                 call_id=stable_hash({"rules": key, "scores": scores}))
 
 
 def units_for(t: Transcript, levels: tuple[str, ...] | list[str]) -> list[tuple[str, str | None]]:
@@ -429,11 +448,17 @@ async def score_response(
     settings: ClientSettings | None = None,
 ) -> dict[str, float | None]:
     """1-5 per agent-level criterion for one candidate reply (None = unscored); for Stage 1 of training.
-    A ``mode: logprob`` judge gives the expected digit (continuous), a generating judge its integer.
+    A ``mode: logprob`` judge gives the expected digit (continuous), a generating judge its integer,
+    a ``mode: rules`` judge its deterministic check scores (:mod:`.rules`).
 
     ``history`` is the conversation so far as ``[{"role" or "name": speaker, "content": text}, ...]``.
     """
     j = get_judge(judge, settings)
+    if j.spec.mode == "rules":
+        from .rules import score_reply
+
+        assert j.spec.rules is not None
+        return dict(score_reply(j.spec.rules, persona.id, history, response)[0])
     prompt, m = j.response_prompt(persona.id, persona.name, prompts.card_text(persona), history, response)
     asked = await j.ask(prompt, criteria_for("agent"), m)
     if not asked.parsed.ok:

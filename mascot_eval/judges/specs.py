@@ -23,6 +23,7 @@ from ..registry import Registry
 from ..templating import check_name
 from ..yamlfile import read_yaml, validate
 from .guards import Guards, patterns_path
+from .rules import RulesSpec
 
 JUDGES: Registry[Any] = Registry("judge")
 
@@ -76,7 +77,9 @@ class JudgeSpec(BaseModel):
     # from the model's next-token probabilities over the digits 1-5 (score = most probable digit,
     # weighted_score = expected digit); three-way comparisons read the probabilities of A/B/C. For
     # small models that cannot write the verdict.
-    mode: Literal["generate", "logprob"] = "generate"
+    mode: Literal["generate", "logprob", "rules"] = "generate"
+    # rules: no model is called; scores are deterministic checks of the text (see judges/rules.py)
+    rules: RulesSpec | None = None
     rubrics: dict[str, str] = Field(default_factory=lambda: {"agent": "agent.yaml", "group": "group.yaml"})
     templates: Templates = Field(default_factory=Templates)
     # degenerate verdicts, judge-directed text in the data, verdicts that follow it (judges/guards.py)
@@ -127,13 +130,17 @@ class JudgeSpec(BaseModel):
 
 
 def check_mode(spec: JudgeSpec) -> None:
-    """One line, before anything runs, when ``mode: logprob`` names a model that cannot score choices."""
+    """One line, before anything runs, when ``mode: logprob`` names a model that cannot score choices,
+    or when ``mode: rules`` and the ``rules`` field do not come together."""
+    where = spec.file or f"judge '{spec.name}'"
+    if (spec.mode == "rules") != (spec.rules is not None):
+        raise UserError(f"{where}: field 'rules' is required with mode: rules and allowed only there; "
+                        "see judges/checks.yaml")
     if spec.mode != "logprob":
         return
     from ..backends.client import make_backend
 
     if not make_backend(spec.model).supports_choices:
-        where = spec.file or f"judge '{spec.name}'"
         raise UserError(
             f"{where}: field 'mode' is logprob but model '{spec.model}' cannot score from next-token probabilities; "
             "use a local transformers model (embedded or hf/<path>) or set mode: generate"

@@ -3,6 +3,10 @@
 ``DIR/checkpoint.json``: ``{"schema": "mascot-checkpoint/1", "base_model": "<spec>", "persona_group": ...,
 "adapters": {"<persona id>": "adapters/<id>", ..., "director": "adapters/director"}}`` with PEFT LoRA
 folders relative to DIR. A role served by an adapter uses the spec ``<base_model>#lora=<DIR/adapter>``.
+
+``DIR@http://host:port/v1`` evaluates the checkpoint through a vLLM OpenAI server that serves its adapters
+under their checkpoint names (``vllm serve <base> --enable-lora --lora-modules anchor=DIR/adapters/anchor ...``;
+``mascot-eval train serve DIR`` prints the command): a role then uses ``openai-compatible/<name>@<url>``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class Checkpoint:
     persona_group: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     hash: str = ""
+    serve_url: str | None = None  # adapters served by this vLLM OpenAI server under their names
 
     def adapter_dir(self, name: str, *, needed_by: str) -> Path:
         if name not in self.adapters:
@@ -43,12 +48,30 @@ class Checkpoint:
             )
         return path
 
+    @property
+    def base_spec(self) -> str:
+        """The base model for roles without an adapter: served by the same server when ``serve_url`` is set
+        (vLLM's default served name is the model id or folder: ``hf/<id>`` -> ``<id>``)."""
+        if not self.serve_url:
+            return self.base_model
+        served = self.raw.get("served_base_model") or self.base_model.split("/", 1)[-1]
+        return f"openai-compatible/{served}@{self.serve_url}"
+
     def lora(self, name: str, *, needed_by: str) -> str:
-        return f"{self.base_model}#lora={self.adapter_dir(name, needed_by=needed_by)}"
+        folder = self.adapter_dir(name, needed_by=needed_by)
+        if self.serve_url:
+            return f"openai-compatible/{name}@{self.serve_url}"
+        return f"{self.base_model}#lora={folder}"
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    d = Path(path).expanduser()
+    """``DIR`` (adapters attached locally) or ``DIR@http(s)://host:port/v1`` (adapters served by that vLLM server)."""
+    text, url = str(path), None
+    for mark in ("@http://", "@https://"):
+        if mark in text:
+            text, rest = text.split(mark, 1)
+            url = mark[1:] + rest
+    d = Path(text).expanduser()
     f = d / "checkpoint.json"
     if not f.is_file():
         raise UserError(f"checkpoint {d}: no checkpoint.json; pass a folder written by `mascot-eval train`")
@@ -65,7 +88,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if not isinstance(adapters, dict) or not all(isinstance(v, str) for v in adapters.values()):
         raise UserError(f"{f}: field 'adapters' must map names (persona ids, 'director') to adapter folders")
     return Checkpoint(dir=d.resolve(), base_model=base, adapters=dict(adapters), persona_group=raw.get("persona_group"),
-                      raw=raw, hash=sha256_file(f)[:16])
+                      raw=raw, hash=sha256_file(f)[:16], serve_url=url)
 
 
 def resolve_models(
@@ -78,7 +101,7 @@ def resolve_models(
     model when the system uses the checkpoint, else ``--model``).
     """
     uses = set(config.checkpoint) if checkpoint else set()
-    base = checkpoint.base_model if (checkpoint and uses) else default_model
+    base = checkpoint.base_spec if (checkpoint and uses) else default_model
     who = f"system '{config.name}'"
     if "sft" in config.checkpoint and checkpoint is None and "agents" not in config.models:
         raise UserError(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..backends.local import chat_template_kwargs
 from .basemodel import check_targets, load_causal_lm, lora_config, set_threads, trainable_share
 from .config import GrpoSpec, LoraSpec
 
@@ -24,11 +25,11 @@ RewardFn = Callable[..., list[float | None]]
 KEEP = ("loss", "reward", "reward_std", "kl", "entropy", "grad_norm", "learning_rate", "completions/mean_length",
         "completions/clipped_ratio", "frac_reward_zero_std",
         # reward parts logged by our reward functions (trl's log_metric): Stage 1 and Stage 2
-        "rm_score", "format", "group_judge", "redundancy", "invalid_directive", "unscored_blocks")
+        "rm_score", "format", "group_judge", "redundancy", "speaker_redundancy", "invalid_directive", "unscored_blocks",
+        "judged_blocks")
 
 
-def is_main_process() -> bool:
-    return os.environ.get("RANK", "0") == "0"
+from .dist import is_main_process  # noqa: E402  (re-exported: used by every stage)
 
 
 def _clean_logs(logs: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +56,12 @@ def run_grpo(
     out_dir: Path,
     seed: int,
     log: Callable[[dict[str, Any]], None],
+    init_adapter: Path | None = None,
+    generation_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Train a LoRA adapter with GRPO on ``rows`` (each with a conversational ``prompt``); save it to ``out_dir``."""
+    """Train a LoRA adapter with GRPO on ``rows`` (each with a ``prompt``: messages, or a string already in the
+    chat template); save it to ``out_dir``. ``init_adapter`` (e.g. the SFT adapter) is the starting point: it is
+    trained further, and with ``beta > 0`` trl keeps a frozen copy of it as the KL reference (pi_SFT)."""
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -69,6 +74,12 @@ def run_grpo(
             shutil.rmtree(stale, ignore_errors=True)
     model = load_causal_lm(base_path, base_spec, bf16=spec.bf16)
     check_targets(model, lora, f"{stage}.lora")
+    peft_config = lora_config(lora)
+    if init_adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
+        peft_config = None
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.work."))
     last: dict[str, Any] = {}
 
@@ -98,6 +109,9 @@ def run_grpo(
         bf16=spec.bf16,
         gradient_checkpointing=spec.gradient_checkpointing,
         disable_tqdm=True,
+        chat_template_kwargs=chat_template_kwargs(tokenizer) or None,
+        generation_kwargs=generation_kwargs,
+        **({"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": spec.vllm_server_base_url} if spec.use_vllm else {}),
     )
     t0 = time.perf_counter()
     try:
@@ -107,7 +121,7 @@ def run_grpo(
             args=args,
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
-            peft_config=lora_config(lora),
+            peft_config=peft_config,
             callbacks=[LogToJsonl()],
         )
         share = trainable_share(trainer.model)

@@ -17,7 +17,17 @@ from ..judges.specs import JudgeSpec
 from ..fileio import append_jsonl, read_jsonl
 from ..personas import PersonaCard
 from ..aio import run_sync
-from .prompts import history_for_judge
+
+
+def criterion_value(row: dict[str, Any], mode: str) -> float | None:
+    """A judgment row's value on 1-5 read the way :func:`~mascot_eval.judges.score.score_response` reads
+    Stage-1 scores: the expected digit (``weighted_score``) for ``mode: logprob`` and ``rules`` judges, the
+    integer score for generating judges; None when unscored. Stage 2 uses it, so both stages agree."""
+    if row.get("status", "scored") != "scored" or row.get("score") is None:
+        return None
+    if mode != "generate" and row.get("weighted_score") is not None:
+        return float(row["weighted_score"])
+    return float(row["score"])
 
 
 def aggregate(scores: dict[str, float | None]) -> float | None:
@@ -49,7 +59,7 @@ def judge_candidates(
         card = cards[c["persona"]]
         try:
             scores = await score_response(
-                judge, persona=card, history=history_for_judge(c["history"]), response=c["text"], settings=settings
+                judge, persona=card, history=c["history"], response=c["text"], settings=settings
             )
             reason = None if aggregate(scores) is not None else "judge output not parsed"
         except Exception as exc:
@@ -63,6 +73,7 @@ def judge_candidates(
             "key": c["key"],
             "task": c["task"],
             "context_id": c["context_id"],
+            "state": c.get("state", ""),
             "persona": c["persona"],
             "k": c["k"],
             "judge": judge if isinstance(judge, str) else judge.name,

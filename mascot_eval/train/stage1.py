@@ -1,4 +1,5 @@
-"""Stage 1, Persona-Aware Behavioral Alignment: candidates -> judged -> pairs -> reward model -> GRPO per persona."""
+"""SFT, then Stage 1 (Persona-Aware Behavioral Alignment): rollouts -> candidates -> judged -> pairs ->
+reward model -> GRPO per persona. Every step is resumable and refused when its inputs changed."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from .config import TrainConfig, personas_of
 from .grpo import is_main_process, run_grpo
 from .judging import judge_candidates
 from .pairs import build_pairs, split_heldout
-from .prompts import clean_reply, completion_text, opening_turns, speaker_messages
-from .rewards import composite_reward, format_reward
-from .reward_model import RewardModel, rm_text, train_reward_model
-from .sample import TrainContext, candidate_key, sample_candidates, training_contexts
+from .rewards import completion_text, composite_reward, format_reward
+from .sample import TrainContext, candidate_key, rollout_states, run_rollouts, sample_candidates, training_contexts
+from .serving import role_spec
+from .view import State, SystemView
 from .workdir import TrainDir
 
 Say = Callable[[str], None]
@@ -30,21 +31,25 @@ def _quiet(_: str) -> None:
 
 def judge_info(cfg: TrainConfig) -> dict[str, Any]:
     spec = cfg.judge_spec()
-    info = {"name": spec.name, "model": spec.model, "spec_hash": spec.spec_hash}
+    info = {"name": spec.name, "model": spec.model, "mode": spec.mode, "spec_hash": spec.spec_hash,
+            "evaluation_judges": cfg.eval_judge_names()}
     overrides = cfg.judge_overrides.model_dump(exclude_none=True)
     if overrides:
         info["overrides"] = overrides
     return info
 
 
-def prepare(cfg: TrainConfig, out: Path, data_dir: str | Path | None) -> tuple[TrainDir, list[TrainContext], str]:
+def prepare(cfg: TrainConfig, out: Path, data_dir: str | Path | None, say: Say = _quiet) -> tuple[TrainDir, list[TrainContext], str]:
     """Open the output folder and pick the training contexts; returns (dir, contexts, contexts hash)."""
     td = TrainDir(out)
     td.start(cfg, base_info(cfg.base_model))
     contexts = training_contexts(cfg, data_dir)
-    ctx_hash = stable_hash([tc.key for tc in contexts])
+    ctx_hash = stable_hash([[tc.key, tc.profile] for tc in contexts])
+    warning = cfg.judge_warning()
+    if warning:
+        say(warning)
     td.update(data={"tasks": cfg.data.tasks, "contexts": len(contexts), "contexts_hash": ctx_hash},
-              judge=judge_info(cfg))
+              judge=judge_info(cfg), warnings=[warning] if warning else [])
     return td, contexts, ctx_hash
 
 
@@ -52,18 +57,93 @@ def _require_main(step: str) -> None:
     if not is_main_process():
         raise UserError(
             f"step '{step}' is not done yet; run the data steps in one process first "
-            "(`mascot-eval train stage1 ...` without accelerate), then launch GRPO with accelerate"
+            "(`mascot-eval train stage1 --data-only ...` without accelerate), then launch GRPO with accelerate"
         )
 
 
-def persona_reward_fn(rm: RewardModel, card: PersonaCard, others: list[str], cfg: TrainConfig):
-    """trl reward function: composite of reward-model score and format reward; logs both parts."""
+def sft_adapter(cfg: TrainConfig, td: TrainDir) -> Path | None:
+    """The pi_SFT adapter folder (None when the config has no SFT stage)."""
+    return td.adapter("sft") if cfg.sft.enabled else None
+
+
+def run_sft_step(cfg: TrainConfig, td: TrainDir, data_dir: str | Path | None, say: Say) -> None:
+    """SFT data (``sft/data.jsonl``) and the ``sft`` adapter; skipped when done for the same inputs."""
+    if not cfg.sft.enabled:
+        return
+    from .sft import run_sft, sft_examples
+
+    cards = personas_of(cfg)
+    h_data = stable_hash([cfg.section_hash("sft.data", "sft.system", "system", "persona_group", "personas", "seed")])
+    data_path = td.root / "sft" / "data.jsonl"
+    if td.step_done("sft_data", h_data, data_path):
+        rows = list(read_jsonl(data_path))
+        say(f"sft data: done ({len(rows)} examples)")
+    else:
+        _require_main("sft_data")
+        from ..personas import get_group
+
+        _, group_cards = get_group(cfg.persona_group)
+        rows, stats = sft_examples(cfg, data_dir, [c for c in group_cards if c in cards] or group_cards)
+        atomic_write_jsonl(data_path, rows)
+        td.mark_done("sft_data", h_data, **stats)
+        td.update(metrics={"sft_data": stats})
+        say(f"sft data: {stats['examples']} human replies from {stats['conversations']} conversations ({stats['per_task']})")
+    dest = td.adapter("sft")
+    h_sft = stable_hash([h_data, cfg.section_hash("base_model", "sft.epochs", "sft.learning_rate", "sft.batch_size",
+                                                  "sft.gradient_accumulation_steps", "sft.max_length", "sft.lora")])
+    if td.step_done("adapter:sft", h_sft, dest / "adapter_config.json"):
+        say(f"sft adapter: done ({dest})")
+        td.update(adapters={"sft": "adapters/sft"})
+        return
+    base_path = resolve_base(cfg.base_model)
+    tok = load_tokenizer(base_path, cfg.base_model)
+    res = run_sft(cfg=cfg, base_path=base_path, tokenizer=tok, rows=rows, out_dir=dest, log=td.log)
+    if is_main_process():
+        td.mark_done("adapter:sft", h_sft, **res)
+        td.update(adapters={"sft": "adapters/sft"}, metrics={"adapter:sft": res})
+    say(f"sft adapter: {res['examples']} examples x {res['epochs']} epochs in {res['seconds']} s, final loss "
+        f"{res['final_loss']}, trainable {res['trainable_pct']:.3f}%")
+
+
+def views_for(cfg: TrainConfig, td: TrainDir, contexts: list[TrainContext], speakers: dict[str, str]) -> dict[str, SystemView]:
+    """The evaluated system per task, its speakers on ``speakers`` (persona id -> spec), the Director on the base."""
+    out: dict[str, SystemView] = {}
+    for tc in contexts:
+        if tc.task.name not in out:
+            out[tc.task.name] = SystemView.build(cfg.system_ref, tc.task, models={**speakers, "director": role_spec(cfg, None, None)},
+                                                 model=role_spec(cfg, None, None))
+    return out
+
+
+def eligible_states(states: list[State], cards: list[PersonaCard], views: dict[str, SystemView]) -> list[State]:
+    """Each rollout state as its speaker saw it, plus the same point offered to every other trained persona the
+    Director could have picked (not yet heard this round), with the Director's default directive for that
+    persona (what the evaluation Director falls back to; see :func:`.stage2.chosen_directive`)."""
+    from dataclasses import replace
+
+    from .stage2 import chosen_directive
+
+    out: list[State] = []
+    for st in states:
+        out.append(st)
+        view = views[st.task.name]
+        if getattr(view.system, "director", None) is None:
+            continue
+        for card in cards:
+            if card.name == st.speaker or card.name in st.spoken:
+                continue
+            out.append(replace(st, speaker=card.name, directive=chosen_directive(card).to_dict(), key=f"{st.key}@{card.id}"))
+    return out
+
+
+def persona_reward_fn(scorer, card: PersonaCard, others: list[str], cfg: TrainConfig, view: SystemView):
+    """trl reward function: rm_weight * RM(prompt, reply) + format_weight * format reward; logs both parts."""
     r = cfg.stage1.reward
 
-    def persona_reward(prompts, completions, rm_prefix, log_metric=None, **kwargs):  # noqa: ARG001 - trl passes extras
+    def persona_reward(prompts, completions, log_metric=None, **kwargs):  # noqa: ARG001 - trl passes extras
         raws = [completion_text(c) for c in completions]
-        replies = [clean_reply(x, card.name, others) for x in raws]
-        rms = rm.score([p + " ".join(y.split()) for p, y in zip(rm_prefix, replies)])
+        replies = [view.clean(x, card) for x in raws]
+        rms = scorer.score([list(p) for p in prompts], replies)
         fmts = [format_reward(x, card.name, others, r.max_words) for x in raws]
         if log_metric is not None:
             log_metric("rm_score", sum(rms) / len(rms))
@@ -82,34 +162,71 @@ def run_stage1(
     say: Say = _quiet,
     data_only: bool = False,
 ) -> dict[str, Any]:
-    """Run the Stage 1 steps not yet done; ``data_only`` stops after the reward model (no GRPO)."""
+    """Run SFT and the Stage 1 steps not yet done; ``data_only`` stops after the reward model (no GRPO)."""
     out = Path(out)
-    td, contexts, ctx_hash = prepare(cfg, out, data_dir)
+    td, contexts, ctx_hash = prepare(cfg, out, data_dir, say)
     settings = settings or ClientSettings(max_connections=cfg.max_connections)
     cards = personas_of(cfg)
     by_id = {c.id: c for c in cards}
-    names = [c.name for c in cards]
     s1 = cfg.stage1
-    wanted = {candidate_key(tc, c.id, k) for tc in contexts for c in cards for k in range(s1.candidates)}
 
-    # 1. candidates
-    h_cand = stable_hash([cfg.section_hash("base_model", "sampling_model", "persona_group", "personas", "seed",
-                                           "stage1.candidates", "stage1.sampling"), ctx_hash])
+    # 0. SFT: pi_SFT samples the candidates and speaks in the rollouts
+    run_sft_step(cfg, td, data_dir, say)
+    sft = sft_adapter(cfg, td)
+    sft_hash = td.load().get("steps", {}).get("adapter:sft", {}).get("inputs") if sft else None
+    pi_sft = role_spec(cfg, "sft", sft)
+
+    # 1. rollouts of the evaluated system on the training contexts
+    from ..personas import get_group
+
+    _, group_cards = get_group(cfg.persona_group)
+    views = views_for(cfg, td, contexts, {c.id: pi_sft for c in group_cards})
+    rollouts = td.root / "stage1" / "rollouts.jsonl"
+    h_roll = stable_hash([cfg.section_hash("base_model", "sampling_model", "system", "persona_group", "seed",
+                                           "stage1.rollouts"), ctx_hash, sft_hash,
+                          {k: v.system.config_hash() for k, v in sorted(views.items())}])
+    if td.step_done("rollouts", h_roll, rollouts):
+        say(f"stage1 rollouts: done ({rollouts})")
+    else:
+        _require_main("rollouts")
+        td.step_check("rollouts", h_roll, rollouts)
+        c = run_rollouts(cfg, contexts, views, role_spec(cfg, None, None), rollouts, settings=settings, seed=cfg.seed)
+        say(f"stage1 rollouts: {c['new']} dialogues of '{cfg.system}', {c['reused']} reused")
+        td.mark_done("rollouts", h_roll, dialogues=c["new"] + c["reused"])
+    states = rollout_states(rollouts, contexts, {c.name for c in cards} if not s1.eligible_speakers else
+                            set(views[contexts[0].task.name].system.agents))
+    if s1.eligible_speakers:
+        states = eligible_states(states, cards, views)
+    states = [st for st in states if st.speaker in {c.name for c in cards}]
+    if not states:
+        raise UserError(f"{td.root}: the rollouts have no turn by the trained personas ({', '.join(by_id)}); check 'personas'")
+
+    # 2. candidates: K replies per state from pi_SFT
+    view0 = next(iter(views.values()))
+    wanted = {candidate_key(st, view0.by_name[st.speaker].id, k) for st in states for k in range(s1.candidates)}
+    h_cand = stable_hash([h_roll, cfg.section_hash("personas", "seed", "stage1.candidates", "stage1.sampling"),
+                          [st.key for st in states]])
     if td.step_done("candidates", h_cand, td.candidates):
         say(f"stage1 candidates: done ({td.candidates})")
     else:
         _require_main("candidates")
         td.step_check("candidates", h_cand, td.candidates)
-        c = sample_candidates(cfg, contexts, cards, td.candidates, settings=settings)
-        say(f"stage1 candidates: {c['new']} sampled, {c['reused']} reused, {c['failed']} failed")
+        c = {"new": 0, "reused": 0, "failed": 0}
+        for name, view in views.items():
+            got = sample_candidates(cfg, [st for st in states if st.task.name == name], view, pi_sft, td.candidates,
+                                    settings=settings)
+            for k in c:
+                c[k] += got[k]
+        say(f"stage1 candidates: {c['new']} sampled from {pi_sft.split('#')[0]}{' + sft' if sft else ''}, "
+            f"{len(states)} states; {c['failed']} failed")
         if c["failed"]:
-            raise UserError(f"stage1: {c['failed']} candidate calls failed (see above); rerun the same command to retry them", exit_code=1)
-        td.mark_done("candidates", h_cand, rows=len(wanted))
+            raise UserError(f"stage1: {c['failed']} candidate calls failed; rerun the same command to retry them", exit_code=1)
+        td.mark_done("candidates", h_cand, rows=len(wanted), states=len(states))
     candidates = [r for r in read_jsonl(td.candidates) if r["key"] in wanted]
 
-    # 2. judged
+    # 3. judged (the training judge)
     judge = judge_info(cfg)
-    h_judge = stable_hash([h_cand, judge])
+    h_judge = stable_hash([h_cand, {k: v for k, v in judge.items() if k != "evaluation_judges"}])
     if td.step_done("judged", h_judge, td.judged):
         say(f"stage1 judged: done ({td.judged})")
     else:
@@ -120,7 +237,7 @@ def run_stage1(
         td.mark_done("judged", h_judge, scored=j["scored"], unscored=j["unscored"])
     judged = [r for r in read_jsonl(td.judged) if r["key"] in wanted]
 
-    # 3. pairs
+    # 4. pairs
     h_pairs = stable_hash([h_judge, s1.delta, s1.reward_model.heldout_fraction, cfg.seed])
     if td.step_done("pairs", h_pairs, td.pairs):
         pairs = list(read_jsonl(td.pairs))
@@ -129,74 +246,81 @@ def run_stage1(
         _require_main("pairs")
         texts = {c["key"]: c["text"] for c in candidates}
         pairs, st = build_pairs(judged, texts, s1.delta)
+        where = cfg.file or "config"
         if st.kept < s1.min_pairs:
             raise UserError(
-                f"{cfg.file or 'config'}: stage1: too few preference pairs: {st.explain(s1.delta)}; stage1.min_pairs is "
+                f"{where}: stage1: too few preference pairs: {st.explain(s1.delta)}; stage1.min_pairs is "
                 f"{s1.min_pairs}: sample more candidates or contexts, lower stage1.delta, or use a stronger judge"
+            )
+        short = {p: st.per_persona.get(p, 0) for p in by_id if st.per_persona.get(p, 0) < s1.min_pairs_per_persona}
+        if short:
+            listed = ", ".join(f"{p} {n}" for p, n in short.items())
+            raise UserError(
+                f"{where}: stage1: persona(s) with too few preference pairs to train ({listed}; "
+                f"stage1.min_pairs_per_persona is {s1.min_pairs_per_persona}): {st.explain(s1.delta)}; sample more, lower "
+                "stage1.delta, or leave the persona out of 'personas'"
             )
         cand = {c["key"]: c for c in candidates}
         for p in pairs:
-            card = by_id[p["persona"]]
-            p["chosen_text"] = rm_text(card, cand[p["chosen_key"]]["history"], p["chosen"])
-            p["rejected_text"] = rm_text(card, cand[p["rejected_key"]]["history"], p["rejected"])
+            p["messages"] = cand[p["chosen_key"]]["messages"]
         pairs = split_heldout(pairs, s1.reward_model.heldout_fraction, cfg.seed)
         atomic_write_jsonl(td.pairs, pairs)
         td.mark_done("pairs", h_pairs, **st.to_dict())
         td.update(metrics={"stage1_pairs": st.to_dict()})
-        say(f"stage1 pairs: {st.explain(s1.delta)}")
+        say(f"stage1 pairs: {st.explain(s1.delta)}; per persona {st.per_persona}")
 
-    # 4. reward model
-    base_path = resolve_base(cfg.base_model)
+    # 5. reward model (trl RewardTrainer + peft)
+    rm_spec = s1.reward_model
+    rm_base_spec = rm_spec.base_model or cfg.base_model
     h_rm = stable_hash([h_pairs, cfg.section_hash("stage1.reward_model")])
-    if td.step_done("reward_model", h_rm, td.reward_model / "head.safetensors"):
+    if td.step_done("reward_model", h_rm, td.reward_model / "rm_config.json"):
         say(f"stage1 reward model: done ({td.reward_model})")
     else:
         _require_main("reward_model")
-        td.reset_dir(td.reward_model)
-        rm, m = train_reward_model(base_path, cfg.base_model, s1.reward_model, pairs, seed=cfg.seed, log=td.log)
-        tmp = td.reward_model.with_name(".reward_model.tmp")
-        td.reset_dir(tmp)
-        rm.save(tmp, m)
-        tmp.rename(td.reward_model)
-        td.mark_done("reward_model", h_rm, **m)
+        from .reward_model import train_reward_model
+
+        from .reward_model import encoder_path
+
+        m = train_reward_model(encoder_path(rm_base_spec), rm_base_spec, rm_spec, pairs, td.reward_model, seed=cfg.seed,
+                               log=td.log)
+        td.mark_done("reward_model", h_rm, **{k: v for k, v in m.items() if not isinstance(v, dict)})
         td.update(metrics={"reward_model": m})
-        acc = "n/a (no held-out pairs)" if m["heldout_acc"] is None else f"{m['heldout_acc']:.3f} on {m['heldout_pairs']}"
-        say(f"stage1 reward model: train acc {m['train_acc']:.3f} on {m['train_pairs']} pairs, held-out acc {acc}")
-        del rm
+        acc = "n/a (no held-out pairs)" if m["heldout_accuracy"] is None else \
+            f"{m['heldout_accuracy']:.3f} on {m['heldout_pairs']} held-out pairs (95% CI {m['heldout_ci95'][0]:.3f}-{m['heldout_ci95'][1]:.3f})"
+        say(f"stage1 reward model: {m['train_pairs']} train pairs, held-out accuracy {acc}, {m['seconds']} s")
     if data_only:
         return td.load()
 
-    # 5. GRPO per persona
+    # 6. GRPO per persona, starting from pi_SFT
     h_policy = cfg.section_hash("stage1.grpo", "stage1.lora", "stage1.reward")
-    rm_loaded: RewardModel | None = None
+    scorer = None
     tok = None
-    results: dict[str, Any] = {}
+    base_path = resolve_base(cfg.base_model)
     for card in cards:
         dest = td.adapter(card.id)
-        h_ad = stable_hash([h_rm, h_policy, card.id, ctx_hash])
+        h_ad = stable_hash([h_rm, h_policy, card.id, ctx_hash, sft_hash])
         if td.step_done(f"adapter:{card.id}", h_ad, dest / "adapter_config.json"):
             say(f"stage1 adapter {card.id}: done ({dest})")
             td.update(adapters={card.id: f"adapters/{card.id}"})
             continue
-        if rm_loaded is None:
-            rm_loaded = RewardModel.load(td.reward_model)
+        if scorer is None:
+            from .reward_model import RewardScorer
+
+            scorer = RewardScorer(td.reward_model)
             tok = load_tokenizer(base_path, cfg.base_model)
-        others = [n for n in names if n != card.name]
-        rows = []
-        for tc in contexts:
-            turns = opening_turns(tc.context)
-            rows.append({"prompt": speaker_messages(card, others, tc.context, turns), "rm_prefix": rm_text(card, turns, ""),
-                         "context": tc.key})
+        mine = [st for st in states if st.speaker == card.name]
+        view = views[mine[0].task.name]
+        others = [c.name for c in view.cards if c.name != card.name]
+        rows = [{"prompt": views[st.task.name].speaker_messages(st, card, st.directive), "state": st.key} for st in mine]
         dest.parent.mkdir(parents=True, exist_ok=True)
         res = run_grpo(
             name=card.id, stage="stage1", base_path=base_path, base_spec=cfg.base_model, tokenizer=tok, rows=rows,
-            reward_fn=persona_reward_fn(rm_loaded, card, others, cfg), spec=s1.grpo, lora=s1.lora, out_dir=dest,
-            seed=cfg.seed, log=td.log,
+            reward_fn=persona_reward_fn(scorer, card, others, cfg, view), spec=s1.grpo, lora=s1.lora, out_dir=dest,
+            seed=cfg.seed, log=td.log, init_adapter=sft,
         )
-        results[card.id] = res
         if is_main_process():
             td.mark_done(f"adapter:{card.id}", h_ad, **{k: v for k, v in res.items() if k != "final"})
             td.update(adapters={card.id: f"adapters/{card.id}"}, metrics={f"adapter:{card.id}": res})
-        say(f"stage1 adapter {card.id}: {res['steps']} GRPO steps in {res['seconds']} s, "
+        say(f"stage1 adapter {card.id}: {res['steps']} GRPO steps on {len(rows)} states in {res['seconds']} s, "
             f"trainable {res['trainable_pct']:.3f}% ({res['trainable_params']:,} of {res['total_params']:,})")
     return td.load()

@@ -4,12 +4,15 @@ Layout::
 
     DIR/checkpoint.json          mascot-checkpoint/1: base model, adapters, hashes, judge, metrics, steps
     DIR/config.yaml              the config as run
+    DIR/sft/data.jsonl           SFT examples (prompt rendered by the system, human reply)
+    DIR/adapters/sft/            the SFT LoRA adapter (pi_SFT; the `sft` baseline uses it)
+    DIR/stage1/rollouts.jsonl    the evaluated system's dialogues on the training contexts (Stage-1 states)
     DIR/stage1/candidates.jsonl  sampled replies (appended; resumable per row)
     DIR/stage1/judged.jsonl      judge scores per candidate (appended; resumable per row)
     DIR/stage1/pairs.jsonl       preference pairs after the delta filter
-    DIR/reward_model/            Bradley-Terry head (+ optional LoRA) and its metrics
+    DIR/reward_model/            Bradley-Terry reward model (trl RewardTrainer: peft LoRA + score head) and metrics
     DIR/adapters/<persona>/      Stage-1 LoRA adapters (peft folders)
-    DIR/stage2/rollouts.jsonl    Director rollouts of N-turn blocks
+    DIR/stage2/rollouts.jsonl    rollouts with the Stage-1 speakers (the Director's states)
     DIR/adapters/director/       Stage-2 Director LoRA adapter
     DIR/train_log.jsonl          losses, rewards, KL, reward-model accuracy, per logging step
     DIR/training_curves.png      the log plotted
@@ -31,6 +34,7 @@ import yaml
 from ..errors import UserError
 from ..fileio import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl
 from .config import TrainConfig
+from .dist import is_main_process
 
 SCHEMA = "mascot-checkpoint/1"
 
@@ -90,9 +94,11 @@ class TrainDir:
         return data
 
     def save(self, data: dict[str, Any]) -> None:
+        """Write checkpoint.json; under a multi-process launcher only rank 0 writes (the others read it)."""
         data["schema"] = SCHEMA
         data["updated"] = _now()
-        atomic_write_json(self.checkpoint_path, data)
+        if is_main_process():
+            atomic_write_json(self.checkpoint_path, data)
 
     def update(self, **fields: Any) -> dict[str, Any]:
         data = self.load()
@@ -113,7 +119,8 @@ class TrainDir:
                 f"{self.root}: was trained from base model {data.get('base_model')!r}, the config says "
                 f"{cfg.base_model!r}; use a new --out folder"
             )
-        atomic_write_text(self.root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        if is_main_process():
+            atomic_write_text(self.root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         data.setdefault("created", _now())
         data.update(
             {
@@ -124,6 +131,7 @@ class TrainDir:
                 "config_file": cfg.file,
                 "config_hash": cfg.config_hash(),
                 "train_log": "train_log.jsonl",
+                "served_base_model": cfg.serving.model if cfg.serving else None,
             }
         )
         data.setdefault("adapters", {})
@@ -171,7 +179,8 @@ class TrainDir:
 
     # log
     def log(self, row: dict[str, Any]) -> None:
-        append_jsonl(self.log_path, {"time": _now(), **row})
+        if is_main_process():
+            append_jsonl(self.log_path, {"time": _now(), **row})
 
     def log_rows(self) -> list[dict[str, Any]]:
         return list(read_jsonl(self.log_path))
