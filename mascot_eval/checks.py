@@ -335,7 +335,7 @@ def check_rundir_compatible(path: Path, plan: GeneratePlan) -> None:
             raise UserError(f"{rd.manifest_path}: task '{task.name}' was generated from a different task file "
                             f"(content hash {info['content_hash']} vs {task.content_hash} now); use a new --out folder")
     want = plan.expected()
-    for i, row in enumerate(read_jsonl(rd.transcripts_path, what="a transcripts file"), 1):
+    for row in read_jsonl(rd.transcripts_path, what="a transcripts file"):
         did = row.get("dialogue_id")
         if did not in want:
             continue

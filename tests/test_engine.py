@@ -6,7 +6,6 @@ import json
 import re
 
 import jsonschema
-import pytest
 
 from mascot_eval.data.context import Context, HumanTurn
 from mascot_eval.runs.rundir import RunDir

@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from tests.cli_helpers import run_cli
 from tests.judge_helpers import criteria_in, obeying_judge
@@ -221,7 +220,7 @@ def test_every_noisy_ed_rating_value_is_counted(data_dir, tmp_path, fake_model, 
     listed = Counter((s["item"], s["value"]) for s in notes["skipped_values"])
     assert listed == Counter((c, v) for c, _, v in noisy)
     by_id = {c.id: c for c in loaded.contexts}
-    for cid, k, v in noisy:  # the noisy value is missing from the ratings, the others of its triple kept
+    for cid, k, _v in noisy:  # the noisy value is missing from the ratings, the others of its triple kept
         rater = "of_listener_by_speaker" if k < 3 else "of_speaker_by_listener"
         assert ("empathy", "relevance", "fluency")[k % 3] not in by_id[cid].metadata["ratings"][rater]
     # ... and every one is in the validation report

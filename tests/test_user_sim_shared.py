@@ -26,7 +26,7 @@ def test_two_systems_on_the_same_qmsum_context_start_from_identical_user_turns(t
     for t in rd.transcripts():
         by_pair.setdefault(t.pair_key, []).append(t)
     assert len(by_pair) == 3
-    for pk, ts in by_pair.items():
+    for ts in by_pair.values():
         assert len(ts) == 2
         firsts = [t.turns[0] for t in ts]
         assert all(f.is_user and f.round == 1 for f in firsts)

@@ -25,7 +25,8 @@ import threading
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..fileio import stable_hash
 from ..paths import cache_dir

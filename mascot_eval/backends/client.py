@@ -168,7 +168,7 @@ class ModelClient:
                 try:
                     resp = await asyncio.wait_for(self.backend.generate(req), timeout=s.timeout_s)
                     err = None
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     err = BackendError(f"timed out after {s.timeout_s:g} s", retryable=True)
                 except BackendError as exc:
                     err = exc

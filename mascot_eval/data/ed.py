@@ -145,7 +145,6 @@ class EmpatheticDialoguesLoader(Loader):
     }
 
     def read(self, ref: SourceRef) -> LoadedSource:
-        from .. import paths
 
         opts = self.check_options(ref)
         table_opt = opts["valence_table"]

@@ -220,7 +220,7 @@ def evaluators_report(
 
     rows = latest_judgments(rd.judgments())
     pos = position_rows(rd)
-    report: dict[str, Any] = {"schema": SCHEMA, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    report: dict[str, Any] = {"schema": SCHEMA, "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                               "command": command, "limit": limit, "n_boot": n_boot, "sets": {}, "criteria": [],
                               "judges": [], "position": [], "steering": [],
                               "probes": {"target": probe_file.target, "dialogues": len(clean), "texts": dict(probe_file.probes)}}

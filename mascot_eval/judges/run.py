@@ -30,7 +30,7 @@ from .specs import JudgeSpec, parse_judges
 def _now() -> str:
     import datetime as _dt
 
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -38,7 +38,7 @@ LABELS = ("A", "B", "C")
 def _now() -> str:
     import datetime as _dt
 
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 ORDER_MODES = ("all", "rotations")
 
 

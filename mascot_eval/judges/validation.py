@@ -37,7 +37,6 @@ from ..fileio import append_jsonl, read_jsonl, repair_jsonl_tail, sha256_file, s
 from ..runs.rundir import RunDir
 from ..transcript import USER, Transcript, Turn, make_dialogue_id
 from ..yamlfile import load_model
-from . import prompts
 from .parse import parse_choice
 from .run import judge_rundir_async
 from .score import Judge
@@ -373,7 +372,7 @@ async def validate_async(
         "probes_sha256": sha256_file(probe_path), "sets": names, "limit": limit, "probes": probes,
         "position_triples": len(triples), "command": command,
     })
-    timing = dict((rd.read_manifest().get("validation_timing") or {}))
+    timing = dict(rd.read_manifest().get("validation_timing") or {})
     result = ValidateResult(Path(rd.path), {}, loaded, new_t)
     for spec in specs:
         for variant, ts in ((spec, _unique(rated + clean + probed)), (unguarded_spec(spec), clean + probed)):

@@ -154,7 +154,7 @@ def compute_rundir(rundir, metrics: list[str] | None = None, **kw: Any) -> pd.Da
     fresh = [n for n in names if computed_old.get(n) == inputs and (n in present or n in (info_old.get("empty") or []))]
     todo = [n for n in names if n not in fresh]
     with rundir.lock():
-        started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         t0 = time.perf_counter()
         new = compute(transcripts, todo, **kw) if todo else empty_frame()
         seconds = time.perf_counter() - t0
@@ -188,7 +188,7 @@ def compute_rundir(rundir, metrics: list[str] | None = None, **kw: Any) -> pd.Da
         elif info_old.get("embeddings"):
             info["embeddings"] = info_old["embeddings"]
         rundir.update_manifest(metrics=info, steps={"metrics": StepRecord(
-            status="done" if todo else "skipped", started=started, ended=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            status="done" if todo else "skipped", started=started, ended=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             seconds=round(seconds, 3), counts={"computed": todo, "reused": fresh, "rows": int(len(df))}, inputs_hash=inputs,
         ).model_dump()})
     return df

@@ -361,7 +361,7 @@ class ReportData:
         sections.append(("transcripts", "Transcripts and judge rationales"))
         return {
             "title": self.title, "version": __version__, "runs": ", ".join(self.s.get("runs", [])),
-            "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "nav": sections, "overview": self.overview(), "leaderboard": self.leaderboard(),
             "comparisons": self.comparisons(), "charts": self.charts(), "drift": self.drift(),
             "redundancy": self.redundancy(), "judges": self.judges(), "threeway": self.threeway(),

@@ -28,7 +28,7 @@ KEY_PACKAGES = (
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def git_info() -> dict[str, Any] | None:

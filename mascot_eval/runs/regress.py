@@ -36,7 +36,7 @@ import pandas as pd
 from ..errors import UserError, did_you_mean
 from ..fileio import stable_hash
 from ..stats.compare import dialogue_values
-from ..stats.noninferiority import (FAIL, INCONCLUSIVE, PASS, GateBound, bonferroni, cluster_bootstrap_se, decide,
+from ..stats.noninferiority import (FAIL, INCONCLUSIVE, GateBound, bonferroni, cluster_bootstrap_se, decide,
                                     gate_bound, min_contexts, t_crit)
 from ..stats.power import contexts_needed, contexts_to_decide, judge_split, mdd
 from .rundir import RunDir
@@ -163,7 +163,7 @@ class RegressResult:
         head = ["split", "measure", "baseline", "candidate", "change", "bounds", "margin", "n", "sd(d)", "MDD", "verdict", "need"]
         lines = [head]
         for r in self.rows:
-            f = lambda v, sign=False: _fmt(v, r.measure, sign)  # noqa: E731
+            f = lambda v, sign=False, m=r.measure: _fmt(v, m, sign)
             thr = f"{'-' if r.higher_is_better else '+'}{r.margin:g}"
             lines.append([
                 r.split, r.measure + ("" if r.higher_is_better else " (lower=better)"), f(r.baseline), f(r.candidate),

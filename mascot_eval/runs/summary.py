@@ -230,7 +230,7 @@ def summarize_data(data: RunData, *, reference: str | None = None, test: str = "
     rounds, changes = _rounds(data, n_boot, seed)
     summary = {
         "schema": SCHEMA,
-        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "runs": sorted(data.manifests),
         "labels": {f"{r}/{s}": lab for (r, s), lab in sorted(data.labels.items())},
         "judges": data.judges,

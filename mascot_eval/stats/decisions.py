@@ -71,7 +71,7 @@ def decision_stats(transcripts: Iterable[Any], labels: dict[tuple[str, str], str
                 src = {"parsed": d.get("valid_first", 0), "reasked": d.get("valid_after_reask", 0),
                        "fallback": d.get("fallbacks", 0)}
             agg["sources"].update({k: int(v) for k, v in src.items()})
-            for rnd, turns in sorted(t.rounds().items()):
+            for _rnd, turns in sorted(t.rounds().items()):
                 spoken = [x.speaker for x in turns if not x.is_user]
                 if not spoken:
                     continue

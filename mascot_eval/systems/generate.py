@@ -75,7 +75,7 @@ class _Job:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _existing(rundir: RunDir) -> dict[str, dict[str, Any]]:

@@ -60,8 +60,8 @@ def build_pairs(judged: list[dict[str, Any]], texts: dict[str, str], delta: floa
                 if abs(diff) + eps < delta or abs(diff) == 0:
                     st.below_delta += 1
                     continue
-                w, l = (a, b) if diff > 0 else (b, a)
-                if texts[w["key"]].strip() == texts[l["key"]].strip():
+                w, lo = (a, b) if diff > 0 else (b, a)
+                if texts[w["key"]].strip() == texts[lo["key"]].strip():
                     st.identical_text += 1
                     continue
                 pairs.append(
@@ -71,11 +71,11 @@ def build_pairs(judged: list[dict[str, Any]], texts: dict[str, str], delta: floa
                         "state": state,
                         "persona": persona,
                         "chosen_key": w["key"],
-                        "rejected_key": l["key"],
+                        "rejected_key": lo["key"],
                         "chosen": texts[w["key"]],
-                        "rejected": texts[l["key"]],
+                        "rejected": texts[lo["key"]],
                         "chosen_score": w["aggregate"],
-                        "rejected_score": l["aggregate"],
+                        "rejected_score": lo["aggregate"],
                         "margin": abs(diff),
                     }
                 )

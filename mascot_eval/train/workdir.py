@@ -40,7 +40,7 @@ SCHEMA = "mascot-checkpoint/1"
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class TrainDir:
