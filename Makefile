@@ -48,10 +48,10 @@ run: setup
 # The whole test suite (slow and server-backed tests included). tests/conftest.py sets the offline
 # hub variables itself; set HF_DATASETS_OFFLINE=1 (or MASCOT_OFFLINE=1) to forbid the dataset download.
 test: setup vllm-venv chromium
-	MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15
+	MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15 -m "not evidence"
 
 test-fast: setup
-	MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium"
+	MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium and not evidence"
 
 bench: setup vllm-venv
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_backends.py

@@ -36,7 +36,9 @@ separate throwaway venv given by ``--inspect-python`` (or ``MASCOT_BENCH_INSPECT
 is none, ``notes.inspect_ai`` says why. ``--before-tree DIR`` (a checkout of an older commit) adds
 the same generation run on that code (``generate_before_*``).
 
-``resume_speedup`` (issue 18 point 1) is added by :func:`bench_resume`.
+Resume (``resume_speedup``, ``main_job_*``; issue 18 points 1 and 5): the main job (`mascot-eval run`
+with its defaults) cache-cold in a fresh process, then the same command again with nothing to do
+(:func:`bench_resume`).
 
 Run (about 3 minutes on an idle 2-core machine; other heavy jobs queue on the lock):
 ``flock /tmp/mascot-heavy.lock env MASCOT_DATA_DIR=/work/shared/data .venv/bin/python benchmarks/bench_speed.py
@@ -418,11 +420,52 @@ def bench_agreement() -> dict:
 
 # --------------------------------------------------------------------------------------------
 
+_RESUME_WRAPPER = (
+    "import sys, time, json; t0 = time.perf_counter()\n"
+    "from mascot_eval.cli.main import main\n"
+    "code = 0\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code if isinstance(e.code, int) else 0\n"
+    "print('RESUME_BENCH ' + json.dumps({'code': code, 'seconds': time.perf_counter() - t0, "
+    "'torch_imported': 'torch' in sys.modules}), file=sys.stderr)\n"
+)
+
+
+def _main_job(out: Path, cache: Path) -> dict:
+    """The main job (`mascot-eval run`, its defaults: demo task, mascot, embedded model) into ``out``, in a
+    fresh process with the response cache at ``cache``; wall time from process start."""
+    env = {**os.environ, "MASCOT_RESPONSE_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", _RESUME_WRAPPER, "run", "--out", str(out), "--no-progress"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - t0
+    line = next((ln for ln in p.stderr.splitlines() if ln.startswith("RESUME_BENCH ")), None)
+    if line is None:
+        raise RuntimeError(f"main job failed (exit {p.returncode}): {p.stderr[-2000:]}")
+    info = json.loads(line.removeprefix("RESUME_BENCH "))
+    if info["code"] != 0:
+        raise RuntimeError(f"main job exited {info['code']}: {p.stderr[-2000:]}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    steps = {k: v.get("status") for k, v in (manifest.get("steps") or {}).items()}
+    return {"wall": wall, "torch_imported": info["torch_imported"], "steps": steps}
+
+
 def bench_resume() -> dict:
-    """Issue 18 point 1 (the lead's pipeline work): ``resume_speedup`` = wall time of a first run
-    divided by a resumed run of the same command with nothing to do, both measured here. Not
-    measured yet; returns no figure until that work lands."""
-    return {}
+    """Issue 18 points 1 and 5: the main job (`mascot-eval run` with its defaults, cache-cold: a fresh
+    response cache; the embedded model's one-time conversion is kept) run once, then the same command
+    again on the same run directory with nothing left to do. ``main_job_seconds`` is the first run's
+    wall time (process start to exit), ``main_job_resume_seconds`` the rerun's, ``resume_speedup`` their
+    ratio; ``resume_imports_torch`` is 1 when the resumed process imported torch (the target: 0);
+    ``resume_steps_skipped`` counts the steps the rerun's manifest records as skipped."""
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        first = _main_job(tmp / "run", tmp / "cache")
+        again = _main_job(tmp / "run", tmp / "cache")
+    return {"main_job_seconds": round(first["wall"], 2), "main_job_resume_seconds": round(again["wall"], 2),
+            "resume_speedup": round(first["wall"] / again["wall"], 2),
+            "resume_imports_torch": int(bool(again["torch_imported"])),
+            "resume_steps_skipped": sum(1 for v in again["steps"].values() if v == "skipped"),
+            "resume_steps": len(again["steps"])}
 
 
 def _commit() -> dict:
@@ -466,7 +509,8 @@ def main() -> None:
     result["notes"] = notes
     result["targets"] = {"selfbleu_1000_ratio_vs_nltk": ">= 100", "selfbleu_max_abs_diff": "<= 1e-12",
                          "selfbleu_growth_exponent": "about 1", "bootstrap_interval_ratio_vs_naive": ">= 20",
-                         "generate_parallelism_vs_floor": ">= 0.8"}
+                         "generate_parallelism_vs_floor": ">= 0.8", "resume_speedup": ">= 20",
+                         "main_job_resume_seconds": "< 5", "main_job_seconds": "< 180", "resume_imports_torch": "0"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(Path(args.out), result)
     print(json.dumps(result, indent=2))

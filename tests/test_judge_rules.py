@@ -115,3 +115,22 @@ def test_rules_judge_cannot_do_threeway():
     j = Judge("checks")
     with pytest.raises(UserError, match="'mode' is rules"):
         asyncio.run(j.ask_with("prompt", lambda text, shown: None, None))
+
+
+def test_rules_judge_passes_the_check_phase_and_judges_a_run(tmp_path, capsys):
+    """`--judges checks` goes through the CLI's check phase (its model is a label, no backend) and judges."""
+    from tests.cli_helpers import run_cli
+
+    code, _, err = run_cli(["check", "--task", "demo", "--system", "zero-shot", "--judges", "checks"], capsys)
+    assert code == 0, err
+    rd = tmp_path / "run"
+    from mascot_eval.runs.rundir import RunDir
+
+    r = RunDir(rd, create=True)
+    r.append_transcript(_t([(1, "user", "I failed my exam."), (1, "Catalyst", "What part felt hardest?")]))
+    code, out, err = run_cli(["judge", str(rd), "--judges", "checks", "--no-progress"], capsys)
+    assert code == 0, err
+    rows = list(RunDir(rd).judgments())
+    assert rows and {r["judge"] for r in rows} == {"checks"}
+    assert all(r["status"] == "scored" for r in rows if r["agent"] in ("Catalyst", None))
+    assert all(r["status"] == "unscored" and r["reason"].startswith("no_turns") for r in rows if r["agent"] in ("Anchor", "Beacon"))

@@ -363,7 +363,11 @@ async def judge_units(
     by_name = prompts.cards_by_name(t, cards)
     material = judge.material(t)
     if judge.spec.mode == "rules":
-        return [rules_rows(judge, t, level, agent, by_name) for level, agent in units]
+        groups = [rules_rows(judge, t, level, agent, by_name) for level, agent in units]
+        for rows in groups:
+            if on_unit is not None:
+                on_unit(rows)
+        return groups
 
     async def one(level: str, agent: str | None) -> list[dict[str, Any]]:
         if level == "agent":

@@ -196,8 +196,12 @@ def resolve_judge(alias: str, root: str | Path | None = None) -> JudgeSpec:
 
 
 def check_model(spec: JudgeSpec) -> None:
-    """The judge's model spec names a backend and is well formed (no call is made)."""
+    """The judge's model spec names a backend and is well formed (no call is made); a ``mode: rules``
+    judge calls no model (its ``model`` is a label)."""
     from ..backends.client import make_backend
+
+    if spec.mode == "rules":
+        return
 
     try:
         make_backend(spec.model)
