@@ -33,8 +33,24 @@ FOREIGN = {
     "--default-chat-template-kwargs": "vllm serve",
 }
 # a code line or inline span starting with one of these is another tool's command line
-FOREIGN_COMMANDS = ("vllm ", "trl ", "pip ", "python ", "make ", "mkdocs ", "accelerate ", "pytest ", ".venv/bin/python ",
-                    ".venv-vllm/bin/python ", "MODEL=", "export ", "unset ", "VLLM_", "CUDA_", "PIP_")
+FOREIGN_COMMANDS = (
+    "vllm ",
+    "trl ",
+    "pip ",
+    "python ",
+    "make ",
+    "mkdocs ",
+    "accelerate ",
+    "pytest ",
+    ".venv/bin/python ",
+    ".venv-vllm/bin/python ",
+    "MODEL=",
+    "export ",
+    "unset ",
+    "VLLM_",
+    "CUDA_",
+    "PIP_",
+)
 ENTRY = re.compile(r"(?:^|[\s$(`/])(?:mascot-eval|-m mascot_eval\.cli\.main)\s+(.*)")
 OPTION = re.compile(r"(?<![\w/-])(--?[a-zA-Z][a-zA-Z0-9_-]*)")
 
@@ -178,7 +194,9 @@ def test_every_command_and_option_in_the_docs_exists_in_the_cli():
             opt = re.split(r"[=\[]", m.group(1))[0]
             for path in paths:
                 if opt not in options_of(tree[path]):
-                    problems.append(f"{where.file}:{where.line}: 'mascot-eval {' '.join(path)}' has no option {opt}: {where.text}")
+                    problems.append(
+                        f"{where.file}:{where.line}: 'mascot-eval {' '.join(path)}' has no option {opt}: {where.text}"
+                    )
     assert not problems, "\n".join(problems)
 
 
@@ -202,16 +220,30 @@ def test_a_wrong_command_or_option_in_the_docs_would_be_caught():
     assert "--no-such-flag" not in options_of(tree[("run",)])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocs_click") is None
-                    or importlib.util.find_spec("mkdocs_gen_files") is None or importlib.util.find_spec("material") is None,
-                    reason="mkdocs, mkdocs-material, mkdocs-click or mkdocs-gen-files is not installed (the `dev` extra)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None
+    or importlib.util.find_spec("mkdocs_click") is None
+    or importlib.util.find_spec("mkdocs_gen_files") is None
+    or importlib.util.find_spec("material") is None,
+    reason="mkdocs, mkdocs-material, mkdocs-click or mkdocs-gen-files is not installed (the `dev` extra)",
+)
 def test_mkdocs_build_strict_passes(tmp_path):
     import os
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "NO_MKDOCS_2_WARNING": "1",
+        "DISABLE_MKDOCS_2_WARNING": "true",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     site = tmp_path / "site"
     cli_page = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")

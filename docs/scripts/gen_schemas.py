@@ -62,12 +62,25 @@ for name, (_, schema_id) in RECORDS.items():
 for name, (_, schema_id) in RECORDS.items():
     s = schemas[name]
     req = set(s.get("required", []))
-    lines += ["", f"## `{name}` {{#{name}}}", "", f"Schema id `{schema_id}`. {s.get('description', '')}", "",
-              "| field | type | default |", "|---|---|---|"]
+    lines += [
+        "",
+        f"## `{name}` {{#{name}}}",
+        "",
+        f"Schema id `{schema_id}`. {s.get('description', '')}",
+        "",
+        "| field | type | default |",
+        "|---|---|---|",
+    ]
     for field, prop in s.get("properties", {}).items():
         lines.append(f"| `{field}` | {cell(type_of(prop))} | {default_of(prop, field in req)} |")
-    lines += ["", f"Definitions: {', '.join(f'`{d}`' for d in s.get('$defs', {})) or 'none'}.", "",
-              f'??? note "Full JSON Schema of `{name}`"', "", "    ```json"]
+    lines += [
+        "",
+        f"Definitions: {', '.join(f'`{d}`' for d in s.get('$defs', {})) or 'none'}.",
+        "",
+        f'??? note "Full JSON Schema of `{name}`"',
+        "",
+        "    ```json",
+    ]
     lines += ["    " + ln for ln in json.dumps(s, indent=2, sort_keys=True).splitlines()]
     lines += ["    ```"]
 
