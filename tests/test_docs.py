@@ -170,6 +170,33 @@ def resolve(words: list[str], tree: dict[tuple[str, ...], click.Command]) -> tup
     return paths, rest, None
 
 
+def _github_slug(heading: str) -> str:
+    s = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return s.replace(" ", "-")
+
+
+def test_readme_is_short_keeps_the_quick_start_and_every_link_resolves():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) < 12 * 1024, f"README.md is {len(text.encode())} bytes; move detail into docs/"
+    assert "make run    # installs everything" in text and "make test   # installs everything" in text
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert len(links) >= 10
+    broken = []
+    for link in links:
+        if re.match(r"^[a-z]+://", link):
+            broken.append(f"{link}: the README links only to files of this repository")
+            continue
+        target, _, frag = link.partition("#")
+        path = (ROOT / target) if target else ROOT / "README.md"
+        if not path.is_file():
+            broken.append(f"{link}: no file {target}")
+        elif frag:
+            slugs = {_github_slug(h) for h in re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)}
+            if frag not in slugs:
+                broken.append(f"{link}: no heading #{frag} in {target}")
+    assert not broken, "\n".join(broken)
+
+
 def test_the_command_tree_is_walked_through_the_lazy_groups():
     tree = command_tree()
     assert ("run",) in tree and ("cache", "stats") in tree and ("train", "stage2") in tree and ("judges", "validate") in tree
