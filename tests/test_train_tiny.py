@@ -10,7 +10,7 @@ checks judge, EmpatheticDialogues contexts) trains SFT -> Stage 1 -> Stage 2, an
 - the trained Director makes no invalid decision and repeats speakers less than round-robin;
 - `train all` then `mascot-eval generate --system sft --checkpoint DIR` works (the SFT adapter).
 
-Wall time and peak memory of the training run are printed (README, Training, records them).
+Wall time and peak memory of the training run are printed (docs/training.md records them).
 
 The whole preset takes most of an hour on 2 cores, so ``test_tiny_preset_learns`` carries the ``evidence``
 marker and is left out of ``make test`` / CI (run it with ``pytest -m evidence tests/test_train_tiny.py``);

@@ -4,7 +4,7 @@
 so it usually lives in its own virtual environment (``make vllm-venv``, which also installs
 mascot-eval there); run mascot-eval from there (``.venv-vllm/bin/mascot-eval run --model
 vllm/embedded``) or serve the model with ``python -m vllm.entrypoints.openai.api_server`` and
-use ``openai-compatible/...`` (README, "Model backends / vLLM").
+use ``openai-compatible/...`` (docs/backends.md, "vLLM").
 
 Concurrent calls are gathered like the embedded backend's and handed to one ``LLM.chat`` call
 with per-request sampling parameters and LoRA requests; vLLM schedules them continuously. A

@@ -2,7 +2,7 @@
 
 Every step reads what the previous one wrote into the run directory and skips what is already
 there, so a killed run resumes where it stopped when the same command is run again. Without
-``--out`` the run directory is named after the settings (``results/runs/<tasks>-<systems>-<hash>``),
+``--out`` the run directory is named after the settings (``results/runs/<tasks>_<systems>-<hash>``),
 so rerunning the same command resumes the same run instead of starting a new one.
 """
 
@@ -42,7 +42,7 @@ def _none(names: list[str]) -> bool:
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Use only the first N contexts of each task (default: the task's sample size).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run directory (default: results/runs/<tasks>-<systems>-<settings hash>; the same command resumes it).")
+              help="Run directory (default: results/runs/<tasks>_<systems>-<settings hash>; the same command resumes it).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset folder (default: $MASCOT_DATA_DIR).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed (sampling and bootstrap).")
 @click.option("--reference", default=None, help="System the others are tested against (default: mascot if present).")

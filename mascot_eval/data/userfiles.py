@@ -127,7 +127,7 @@ class _UserFileLoader(Loader):
 
 class JsonlLoader(_UserFileLoader):
     name = "jsonl"
-    description = "your own contexts: one JSON object per line (schema in the README)"
+    description = "your own contexts: one JSON object per line (schema in docs/tasks.md)"
 
     def read(self, ref: SourceRef) -> LoadedSource:
         opts = self.check_options(ref)

@@ -3,7 +3,7 @@
 ``SYSTEMS`` maps a *kind* name to a :class:`~mascot_eval.systems.base.System` subclass (built-ins:
 mascot, prompted, self-consistency, multiagentesc; plug-ins through the ``mascot_eval.systems``
 entry-point group). Named systems are YAML configs in ``baselines/`` that pick a kind, templates,
-decoding and models; see README "Systems".
+decoding and models; see docs/systems.md.
 """
 
 from __future__ import annotations

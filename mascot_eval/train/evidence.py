@@ -6,7 +6,7 @@
   adapter, and pooled over the Stage-1 personas with a fixed offset per persona (each persona's rewards
   are on its own scale); rising when the lower end is above 0.
 
-Written into ``checkpoint.json`` (``metrics.evidence``) after every run and shown in the README's and the
+Written into ``checkpoint.json`` (``metrics.evidence``) after every run and shown in docs/training.md and the
 report's training sections.
 """
 

@@ -49,7 +49,7 @@ def load_adapter(url: str, name: str, folder: Path, *, timeout: float = 120.0) -
             raise UserError(f"serving.url {url}: loading adapter {folder} as '{name}' failed (HTTP {exc.code}: {text[:200]}); "
                             "start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise UserError(f"serving.url {url}: cannot reach the vLLM server ({exc}); start it first (see README, Training)") from None
+        raise UserError(f"serving.url {url}: cannot reach the vLLM server ({exc}); start it first (see docs/training.md)") from None
     _LOADED.add((url, name))
 
 
