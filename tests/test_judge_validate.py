@@ -333,3 +333,22 @@ def test_committed_local_table_states_n_per_set_and_the_command():
         assert rep["sets"][s]["selected"] > 0 and all(r["n"] > 0 for r in rep["criteria"] if r["set"] == s)
     md = (d / "evaluators.md").read_text()
     assert rep["command"] in md and "dialogues judged (n)" in md
+
+
+def test_the_report_of_a_validation_folder_shows_the_evaluators_table(tmp_path, fake_model, tmp_cache, capsys):
+    """`mascot-eval report` on a `judges validate` folder: summary.json carries the evaluators table and the
+    report renders it as its own section (numbers from the table, not recomputed)."""
+    _write_syn_set(tmp_path)
+    rep = _validate(tmp_path, capsys, fake_model("noisy-r", _noisy_judge), "--limit", "20")
+    out = tmp_path / "out"
+    from mascot_eval.runs.rundir import RunDir
+    from mascot_eval.runs.summary import summarize
+
+    s = summarize(RunDir(out), n_boot=200)
+    assert s["validation"]["criteria"] == rep["criteria"] and s["validation"]["command"] == rep["command"]
+    code, _, err = run_cli(["report", str(out), "--out", str(tmp_path / "r.html"), "--n-boot", "200"], capsys)
+    assert code == 0, err
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="validation"' in html and "Judges against human ratings" in html
+    r0 = rep["criteria"][0]
+    assert f"{r0['spearman']:+.2f}" in html and rep["command"] in html

@@ -156,5 +156,8 @@ class Summary(Record):
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     training: list[dict[str, Any]] = Field(default_factory=list)
     figures: dict[str, Any] = Field(default_factory=dict)
+    # `judges validate` output folders: the evaluators table (evaluators.json: sets, per judge x set, per
+    # criterion with intervals, steering probes) as written beside the rows
+    validation: dict[str, Any] | None = None
     manifest: dict[str, Any] = Field(default_factory=dict)  # status, times, cost and settings of each run
     inputs: dict[str, str] = Field(default_factory=dict)

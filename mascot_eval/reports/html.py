@@ -345,6 +345,35 @@ class ReportData:
                                                                   "rationale"], cls="rat") if jrows else None})
         return {"items": out, "total": len(items), "shown": len(shown)}
 
+    def validation(self) -> dict[str, Any] | None:
+        """The evaluators table of a `judges validate` folder: agreement with human ratings per judge,
+        set and criterion (with 95% bootstrap intervals), cost and unscored per judge x set, steering."""
+        v = self.s.get("validation")
+        if not v:
+            return None
+
+        def ci(r: dict[str, Any], k: str) -> str:
+            x, lo, hi = r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")
+            if x is None:
+                return "-"
+            return f"{x:+.2f} [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else f"{x:+.2f}"
+
+        crit = [{"judge": r["judge"], "value": r.get("value"), "set": r["set"],
+                 "criterion ~ human": f"{r['criterion']} ~ {r.get('human_rating')}", "n": r["n"],
+                 "Spearman": ci(r, "spearman"), "Kendall": ci(r, "kendall"), "alpha (ordinal)": ci(r, "alpha_ordinal"),
+                 "exact": ci(r, "exact"), "within 1": ci(r, "within1"), "bias": ci(r, "bias")}
+                for r in v.get("criteria") or []]
+        judges = [{"judge": r["judge"], "set": r["set"], "dialogues": r["dialogues"], "unscored": r["unscored"],
+                   "unscored rate": r.get("unscored_rate"), "price / 1,000": r.get("price_usd_per_1000"),
+                   "call-s / 1,000": r.get("call_seconds_per_1000")} for r in v.get("judges") or []]
+        steer = v.get("steering") or []
+        steer_rows = [{k: val for k, val in r.items() if not isinstance(val, (dict, list))} for r in steer] \
+            if isinstance(steer, list) else []
+        return {"command": v.get("command"), "created": v.get("created"),
+                "criteria": table(crit, digits=2, left=["judge", "value", "set", "criterion ~ human"], cls="evaluators"),
+                "judges": table(judges, digits=3, left=["judge", "set"]),
+                "steering": table(steer_rows, digits=2, left=[k for k in ("judge", "probe") if steer_rows and k in steer_rows[0]])}
+
     def context(self) -> dict[str, Any]:
         sections = [("overview", "Overview and provenance"), ("leaderboard", "Leaderboard"), ("comparisons", "Paired comparisons"),
                     ("charts", "Charts"), ("drift", "Persona consistency per round"), ("redundancy", "Redundancy per round"),
@@ -356,6 +385,10 @@ class ReportData:
             sections.insert(3, ("decisions", "Decisions (Director, MultiAgentESC)"))
         if figures["any"]:
             sections.insert(sections.index(("threeway", "Three-way comparisons")) + 1, ("figures", "The paper's figures"))
+        validation = self.validation()
+        if validation:
+            sections.insert(sections.index(("judges", "Judge agreement and diagnostics")) + 1,
+                            ("validation", "Judges against human ratings"))
         if training:
             sections.append(("training", "Training logs"))
         sections.append(("transcripts", "Transcripts and judge rationales"))
@@ -365,7 +398,8 @@ class ReportData:
             "nav": sections, "overview": self.overview(), "leaderboard": self.leaderboard(),
             "comparisons": self.comparisons(), "charts": self.charts(), "drift": self.drift(),
             "redundancy": self.redundancy(), "judges": self.judges(), "threeway": self.threeway(),
-            "training": training, "decisions": decisions, "figures": figures, "transcripts": self.transcript_items(),
+            "training": training, "decisions": decisions, "figures": figures, "validation": validation,
+            "transcripts": self.transcript_items(),
         }
 
 
@@ -414,7 +448,7 @@ def render_report(run_dirs: Sequence[str | Path | RunDir], out: str | Path, *, s
     One run: its summary.json (computed in memory when it is missing or stale; the report never writes
     a run's summary). Several runs: their combined statistics, computed in memory. Nothing is rendered
     when the report at ``out`` was made from the same inputs."""
-    from ..runs.summary import inputs_hash, load_summary, summarize_data
+    from ..runs.summary import inputs_hash, load_summary, summarize_data, validation_of
     from ..runs.tables import load_runs
 
     rundirs = [p if isinstance(p, RunDir) else RunDir(p) for p in run_dirs]
@@ -434,6 +468,8 @@ def render_report(run_dirs: Sequence[str | Path | RunDir], out: str | Path, *, s
             summary = s
     if summary is None:
         summary = summarize_data(load_runs(rundirs), reference=reference, test=test, n_boot=n_boot, seed=seed)
+        if len(rundirs) == 1:
+            summary["validation"] = validation_of(rundirs[0])
     title = title or f"mascot-eval report: {', '.join(summary.get('runs', []))}"
     out = Path(out)
     h = _inputs_hash(rundirs, summary, {"title": title, "max_transcripts": max_transcripts})

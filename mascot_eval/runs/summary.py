@@ -28,7 +28,7 @@ from .tables import ALL_JUDGES, RunData, load_runs
 SCHEMA = "mascot-summary/2"
 REFERENCE_SYSTEM = "mascot"
 AGREEMENT_BOOT = 300  # alpha and Spearman bootstraps are costlier; 300 replicates (or n_boot, if smaller)
-INPUT_FILES = ("transcripts.jsonl", "judgments.jsonl", "comparisons.jsonl", "metrics.parquet")
+INPUT_FILES = ("transcripts.jsonl", "judgments.jsonl", "comparisons.jsonl", "metrics.parquet", "evaluators.json")
 # what the summary reads from the manifest (its times, status and invocations change on every resume)
 MANIFEST_KEYS = ("provenance", "task_files", "tasks", "systems", "models", "judges", "comparisons", "seeds", "settings",
                  "usage", "cost_usd")
@@ -195,6 +195,22 @@ def _figures(data: RunData, summary: dict[str, Any], n_boot: int, seed: int) -> 
     return _clean_all(out)
 
 
+def validation_of(rd: RunDir) -> dict[str, Any] | None:
+    """The evaluators table a `judges validate` run wrote into ``rd`` (None for other runs)."""
+    import json
+
+    p = rd.path / "evaluators.json"
+    if not p.is_file():
+        return None
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        from ..errors import UserError
+
+        raise UserError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}); rerun `mascot-eval judges validate`") from None
+    return {k: d.get(k) for k in ("command", "created", "sets", "judges", "criteria", "steering", "probes", "limit", "n_boot")}
+
+
 def _run_info(data: RunData) -> dict[str, Any]:
     """Per run: what the report's overview shows, read from its manifest."""
     out = {}
@@ -287,6 +303,7 @@ def summarize(rundir: RunDir | str, *, reference: str | None = None, test: str =
         else:
             data = load_runs([rd])
             summary = summarize_data(data, reference=reference, test=test, n_boot=n_boot, seed=seed)
+            summary["validation"] = validation_of(rd)
             summary["run_id"] = rd.run_id
             summary["inputs"] = want
             atomic_write_json(rd.summary_path, summary)
