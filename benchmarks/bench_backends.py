@@ -93,7 +93,10 @@ def bench_http(cache_dir: str) -> dict:
             t_cached = min([await _burst(second, N_REQUESTS, f"request r{best}") for _ in range(REPEATS)])
             await second.aclose()
             return {
-                "t_first": t_first, "t_cached": t_cached, "calls_first": calls_first, "calls_cached": second.calls,
+                "t_first": t_first,
+                "t_cached": t_cached,
+                "calls_first": calls_first,
+                "calls_cached": second.calls,
                 "all_first_s": [round(f[0], 4) for f in firsts],
             }
 

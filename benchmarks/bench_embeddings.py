@@ -55,19 +55,32 @@ COLD = {
 
 
 def cold_load_seconds(kind: str) -> float:
-    code = ("import time; t0 = time.perf_counter(); import torch; torch.set_num_threads(%d);"
-            "from mascot_eval.metrics.embeddings import model_dir; d = model_dir(); %s;"
-            "print(time.perf_counter() - t0)") % (THREADS, COLD[kind])
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])})
+    code = (
+        "import time; t0 = time.perf_counter(); import torch; torch.set_num_threads(%d);"
+        "from mascot_eval.metrics.embeddings import model_dir; d = model_dir(); %s;"
+        "print(time.perf_counter() - t0)"
+    ) % (THREADS, COLD[kind])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])},
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def git_commit() -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "mascot_eval", "benchmarks/bench_embeddings.py"],
-                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "mascot_eval", "benchmarks/bench_embeddings.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -114,11 +127,13 @@ def main() -> None:
                 return own[dt].encode(texts, workers=workers)
             finally:
                 torch.set_num_threads(THREADS)
+
         return run
 
     def st_run(model: Any, batch: int):  # type: ignore[no-untyped-def]
         def run() -> Any:
             return model.encode(texts, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
+
         return run
 
     configs = {
@@ -134,7 +149,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = {k: [] for k in configs}
     names = list(configs)
     for r in range(REPEATS):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             t0, c0 = time.perf_counter(), time.process_time()
             configs[name]()
             wall[name].append(time.perf_counter() - t0)
@@ -154,7 +169,10 @@ def main() -> None:
     max_abs = diff("own_float32", st_peer)
     keep_own = speedup >= 2.0 and max_abs <= 1e-5
     result: dict[str, Any] = {
-        "texts": len(texts), "tokens": n_tokens, "threads": THREADS, "repeats": REPEATS,
+        "texts": len(texts),
+        "tokens": n_tokens,
+        "threads": THREADS,
+        "repeats": REPEATS,
         "texts_per_second": {k: tps(k) for k in configs},
         "wall_seconds_median": {k: round(statistics.median(v), 3) for k, v in wall.items()},
         "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
@@ -167,16 +185,27 @@ def main() -> None:
         "max_abs_diff_float32": max_abs,
         "max_abs_diff_float32_st_batch32_vs_128": diff("st_float32_batch32", "st_float32_batch128"),
         "max_abs_diff_bfloat16_own_vs_st": diff("own_bfloat16", "st_bfloat16_batch32"),
-        "min_cosine_bfloat16_vs_st_float32": {"own": min_cos("own_bfloat16", st_peer), "st": min_cos("st_bfloat16_batch32", st_peer)},
+        "min_cosine_bfloat16_vs_st_float32": {
+            "own": min_cos("own_bfloat16", st_peer),
+            "st": min_cos("st_bfloat16_batch32", st_peer),
+        },
         "cold_load_seconds": {k: [round(x, 2) for x in v] for k, v in cold.items()},
         "cold_load_seconds_median": {k: round(statistics.median(v), 2) for k, v in cold.items()},
         "rule": "keep the own forward pass only if speedup_own_vs_st_float32 >= 2 and max_abs_diff_float32 <= 1e-5",
         "decision": "own forward pass" if keep_own else "sentence-transformers",
-        "versions": {"torch": torch.__version__, "sentence_transformers": __import__("sentence_transformers").__version__,
-                     "transformers": __import__("transformers").__version__, "python": platform.python_version()},
-        "machine": {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-                    "bf16_cpu_flags": any(f in Path("/proc/cpuinfo").read_text() for f in (" amx_bf16", " avx512_bf16")),
-                    "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+        "versions": {
+            "torch": torch.__version__,
+            "sentence_transformers": __import__("sentence_transformers").__version__,
+            "transformers": __import__("transformers").__version__,
+            "python": platform.python_version(),
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "affinity": len(os.sched_getaffinity(0)),
+            "bf16_cpu_flags": any(f in Path("/proc/cpuinfo").read_text() for f in (" amx_bf16", " avx512_bf16")),
+            "load_average_start": load_start,
+            "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        },
         "package_embeddings": __import__("mascot_eval.metrics.embeddings", fromlist=["x"]).embedding_info(),
         "commit": git_commit(),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

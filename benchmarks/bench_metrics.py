@@ -84,11 +84,21 @@ def build(data_dir: Path):  # type: ignore[no-untyped-def]
                 turns.append(Turn(r, a, rng.choice(pool)))
         system = "sys-a" if d % 2 == 0 else "sys-b"
         cid = f"{ids[d % len(ids)]}#{d}"
-        out.append(Transcript(
-            dialogue_id=f"ed-bench:{cid}:-:{system}", task="ed-bench", task_version="1", split="in_domain",
-            domain="emotional", context_id=cid, system=system, system_config_hash="bench", persona_group="emotional",
-            agents=list(AGENTS), turns=turns,
-        ))
+        out.append(
+            Transcript(
+                dialogue_id=f"ed-bench:{cid}:-:{system}",
+                task="ed-bench",
+                task_version="1",
+                split="in_domain",
+                domain="emotional",
+                context_id=cid,
+                system=system,
+                system_config_hash="bench",
+                persona_group="emotional",
+                agents=list(AGENTS),
+                turns=turns,
+            )
+        )
     return out, len(pool)
 
 
@@ -99,9 +109,14 @@ def main() -> None:
     assert data_dir is not None
     transcripts, pool_size = build(data_dir)
     assert "torch" not in sys.modules
-    result: dict = {"dialogues": len(transcripts), "agents": len(AGENTS), "rounds": ROUNDS,
-                    "turns": sum(len(t.turns) for t in transcripts), "utterance_pool": pool_size,
-                    "unique_texts": len({x.text for t in transcripts for x in t.turns})}
+    result: dict = {
+        "dialogues": len(transcripts),
+        "agents": len(AGENTS),
+        "rounds": ROUNDS,
+        "turns": sum(len(t.turns) for t in transcripts),
+        "utterance_pool": pool_size,
+        "unique_texts": len({x.text for t in transcripts for x in t.turns}),
+    }
 
     from mascot_eval.metrics import METRICS
     from mascot_eval.metrics.compute import compute
@@ -139,7 +154,7 @@ def main() -> None:
             ids = [texts.setdefault(x.text, len(texts)) for x in turns if not x.is_user]
             for i in range(len(ids)):
                 jobs_h.append(ids[i])
-                jobs_r.append(ids[:i] + ids[i + 1:])
+                jobs_r.append(ids[:i] + ids[i + 1 :])
     tokens = [tokenize(x) for x in texts]
     # Interleaved: the nltk loop runs in SLICES parts, and before each part our whole computation
     # runs once, so both see the same (shared, fluctuating) machine; ours = the median of its runs.
@@ -153,8 +168,10 @@ def main() -> None:
         ours_cpu.append(time.process_time() - c0)
         ours_wall.append(time.perf_counter() - t0)
         t0, c0 = time.perf_counter(), time.process_time()
-        ref += [nltk_sentence_bleu(tokens[h], [tokens[r] for r in rs])
-                for h, rs in zip(jobs_h[bounds[k]:bounds[k + 1]], jobs_r[bounds[k]:bounds[k + 1]])]
+        ref += [
+            nltk_sentence_bleu(tokens[h], [tokens[r] for r in rs])
+            for h, rs in zip(jobs_h[bounds[k] : bounds[k + 1]], jobs_r[bounds[k] : bounds[k + 1]])
+        ]
         nltk_cpu += time.process_time() - c0
         nltk_wall += time.perf_counter() - t0
     med_cpu, med_wall = statistics.median(ours_cpu), statistics.median(ours_wall)
@@ -169,11 +186,20 @@ def main() -> None:
     result["selfbleu_mean"] = float(sum(ref) / len(ref))
 
     result["peak_rss_mb_whole_benchmark"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    result["machine"] = {"cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-                         "load_average_before_metrics": round(load_before, 2), "load_average_after_metrics": round(load_after, 2),
-                         "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
-    result["targets"] = {"selfbleu_speedup": ">= 20", "selfbleu_max_abs_diff": "<= 1e-9", "all_metrics_seconds": "< 60",
-                         "peak_rss_mb": "< 2000"}
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "load_average_before_metrics": round(load_before, 2),
+        "load_average_after_metrics": round(load_after, 2),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    result["targets"] = {
+        "selfbleu_speedup": ">= 20",
+        "selfbleu_max_abs_diff": "<= 1e-9",
+        "all_metrics_seconds": "< 60",
+        "peak_rss_mb": "< 2000",
+    }
     result["date_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     OUT.parent.mkdir(parents=True, exist_ok=True)
     from mascot_eval.fileio import atomic_write_json

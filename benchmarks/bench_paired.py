@@ -107,8 +107,17 @@ def _one(mode: str, task_name: str, tmp: Path, systems: list[str], args) -> dict
     rd = RunDir(tmp / f"{task_name}-{mode}", create=True)
     settings = ClientSettings(use_cache=False, max_connections=16)
     t0 = time.perf_counter()
-    res = generate(rd, [task], systems, model="embedded", limit=args.limit, data_dir=os.environ.get("MASCOT_DATA_DIR"),
-                   settings=settings, seed=args.seed, progress=False)
+    res = generate(
+        rd,
+        [task],
+        systems,
+        model="embedded",
+        limit=args.limit,
+        data_dir=os.environ.get("MASCOT_DATA_DIR"),
+        settings=settings,
+        seed=args.seed,
+        progress=False,
+    )
     t_gen = time.perf_counter() - t0
     compute_rundir(rd, METRICS)
     t_judge = 0.0
@@ -119,16 +128,25 @@ def _one(mode: str, task_name: str, tmp: Path, systems: list[str], args) -> dict
     data = load_runs([rd])
     dv = dialogue_values(data.units, ALL_JUDGES)
     a, b = SYSTEMS
-    out: dict = {"dialogues": res.new, "failed": res.failed, "generate_s": round(t_gen, 1), "judge_s": round(t_judge, 1),
-                 "measures": {}}
+    out: dict = {
+        "dialogues": res.new,
+        "failed": res.failed,
+        "generate_s": round(t_gen, 1),
+        "judge_s": round(t_judge, 1),
+        "measures": {},
+    }
     for measure in sorted(set(dv["measure"])):
         sel = dv[dv["measure"] == measure]
         va, vb = sel[sel["label"] == a].set_index("pair_key"), sel[sel["label"] == b].set_index("pair_key")
         keys = va.index.intersection(vb.index)
         d = va.loc[keys, "value"].to_numpy(float) - vb.loc[keys, "value"].to_numpy(float)
         bound = gate_bound(d, va.loc[keys, "cluster"].tolist(), alpha=0.05, n_boot=4000, seed=1)
-        out["measures"][measure] = {"n": bound.n, "mean_diff": round(bound.diff, 5), "se": round(bound.se, 5),
-                                    "sd": round(bound.sd, 5)}
+        out["measures"][measure] = {
+            "n": bound.n,
+            "mean_diff": round(bound.diff, 5),
+            "se": round(bound.se, 5),
+            "sd": round(bound.sd, 5),
+        }
     by_pair: dict[str, dict[str, list[str]]] = {}
     for _, t in data.transcripts:
         by_pair.setdefault(t.pair_key, {})[t.system] = [x.text for x in t.turns if x.is_user]
@@ -149,14 +167,30 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("MASCOT_TORCH_THREADS", str(os.cpu_count() or 1))
     started = time.time()
-    result: dict = {"benchmark": "paired", "description": __doc__.split("\n\n")[1].replace("\n", " "),
-                    "settings": {"tasks": list(TASKS), "systems": list(SYSTEMS), "base_system": "zero-shot",
-                                 "limit": args.limit, "rounds": args.rounds, "agent_max_tokens": args.max_tokens,
-                                 "seed": args.seed, "judge": "local (group level)" if args.judge else None,
-                                 "metrics": METRICS, "model": "embedded (SmolLM2-135M)",
-                                 "se": "cluster bootstrap over contexts, 4000 replicates"},
-                    "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                                "load_before": os.getloadavg()}, "tasks": {}}
+    result: dict = {
+        "benchmark": "paired",
+        "description": __doc__.split("\n\n")[1].replace("\n", " "),
+        "settings": {
+            "tasks": list(TASKS),
+            "systems": list(SYSTEMS),
+            "base_system": "zero-shot",
+            "limit": args.limit,
+            "rounds": args.rounds,
+            "agent_max_tokens": args.max_tokens,
+            "seed": args.seed,
+            "judge": "local (group level)" if args.judge else None,
+            "metrics": METRICS,
+            "model": "embedded (SmolLM2-135M)",
+            "se": "cluster bootstrap over contexts, 4000 replicates",
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_before": os.getloadavg(),
+        },
+        "tasks": {},
+    }
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         systems = _systems(tmp, args.max_tokens)
@@ -166,12 +200,22 @@ def main() -> None:
                 entry["before"] = _one("before", task, tmp, systems, args)
             entry["after"] = _one("after", task, tmp, systems, args)
             entry["se_ratio_after_over_before"] = {
-                m: (round(entry["after"]["measures"][m]["se"] / entry["before"]["measures"][m]["se"], 4)
-                    if entry["before"]["measures"].get(m, {}).get("se") else None)
-                for m in entry["after"]["measures"]}
+                m: (
+                    round(entry["after"]["measures"][m]["se"] / entry["before"]["measures"][m]["se"], 4)
+                    if entry["before"]["measures"].get(m, {}).get("se")
+                    else None
+                )
+                for m in entry["after"]["measures"]
+            }
             result["tasks"][task] = entry
-            print(task, json.dumps(entry["se_ratio_after_over_before"]), "openers identical before/after:",
-                  entry["before"]["openers_identical"], entry["after"]["openers_identical"], flush=True)
+            print(
+                task,
+                json.dumps(entry["se_ratio_after_over_before"]),
+                "openers identical before/after:",
+                entry["before"]["openers_identical"],
+                entry["after"]["openers_identical"],
+                flush=True,
+            )
     result["seconds"] = round(time.time() - started, 1)
     result["machine"]["load_after"] = os.getloadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,7 @@ QUIET_LOAD, QUIET_WAIT_S = 1.5, 30  # generation waits (up to 30 s) for the 1-mi
 # --------------------------------------------------------------------------------------------
 # the scripted server (its own process): OpenAI chat completions, a fixed reply after a fixed delay
 
+
 async def _serve(port: int, latency: float) -> None:
     served = 0
 
@@ -98,12 +99,19 @@ async def _serve(port: int, latency: float) -> None:
                 served += 1
                 await asyncio.sleep(latency)
                 text = f"I hear you. Tell me more about that, please ({served})."
-                body = json.dumps({
-                    "id": f"r{served}", "object": "chat.completion", "created": int(time.time()), "model": req.get("model", "m"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62},
-                }).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+                body = json.dumps(
+                    {
+                        "id": f"r{served}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": req.get("model", "m"),
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62},
+                    }
+                ).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+                )
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -121,8 +129,9 @@ class _Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(self.port), str(latency)],
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(self.port), str(latency)], stdout=subprocess.PIPE, text=True
+        )
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
         self.v1 = f"http://127.0.0.1:{self.port}/v1"
 
@@ -133,6 +142,7 @@ class _Server:
 
 # --------------------------------------------------------------------------------------------
 # generation workers (each in a fresh process; they print one JSON line)
+
 
 def _worker_ours(v1: str) -> dict:
     sys.path.insert(0, os.getcwd())
@@ -161,17 +171,34 @@ def _worker_ours(v1: str) -> dict:
 
         async def run() -> tuple[float, float, object]:
             t0 = time.perf_counter()
-            res = await agenerate(rundir, [task], ["single-agent"], model=spec, limit=GEN_DIALOGUES,
-                                  data_dir=os.environ.get("MASCOT_DATA_DIR"), settings=settings, progress=False)
+            res = await agenerate(
+                rundir,
+                [task],
+                ["single-agent"],
+                model=spec,
+                limit=GEN_DIALOGUES,
+                data_dir=os.environ.get("MASCOT_DATA_DIR"),
+                settings=settings,
+                progress=False,
+            )
             return t0, time.perf_counter(), res
 
         c0 = time.process_time()
         t0, t1, res = asyncio.run(run())
         cpu = time.process_time() - c0
-        per_dialogue = [sum(u.get("calls", 0) for u in (row.get("stats") or {}).get("usage", {}).values())
-                        for row in map(json.loads, rundir.transcripts_path.read_text().splitlines())]
-    return {"t0": t0, "t1": t1, "trace": trace, "per_dialogue_calls": per_dialogue, "cpu_s": cpu,
-            "failed": res.failed, "dialogues": res.new}  # type: ignore[attr-defined]
+        per_dialogue = [
+            sum(u.get("calls", 0) for u in (row.get("stats") or {}).get("usage", {}).values())
+            for row in map(json.loads, rundir.transcripts_path.read_text().splitlines())
+        ]
+    return {
+        "t0": t0,
+        "t1": t1,
+        "trace": trace,
+        "per_dialogue_calls": per_dialogue,
+        "cpu_s": cpu,
+        "failed": res.failed,
+        "dialogues": res.new,
+    }  # type: ignore[attr-defined]
 
 
 def _peer_dialogues(call) -> list[int]:  # type: ignore[no-untyped-def]
@@ -181,8 +208,10 @@ def _peer_dialogues(call) -> list[int]:  # type: ignore[no-untyped-def]
         history: list[str] = [f"I have been feeling down since my dog died last week (context {d})."]
         for k in range(GEN_CALLS):
             role = "the companion" if k % 2 == 0 else "the user"
-            msgs = [{"role": "system", "content": f"You are {role} in a supportive conversation."},
-                    {"role": "user", "content": "Conversation so far:\n" + "\n".join(history[-8:]) + "\nWrite the next message."}]
+            msgs = [
+                {"role": "system", "content": f"You are {role} in a supportive conversation."},
+                {"role": "user", "content": "Conversation so far:\n" + "\n".join(history[-8:]) + "\nWrite the next message."},
+            ]
             history.append(await call(msgs))
         return len(history) - 1
 
@@ -219,8 +248,12 @@ def _worker_inspect(v1: str) -> dict:
     c0 = time.process_time()
     from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 
-    model = get_model("openai-api/bench/echo", base_url=v1, api_key="EMPTY",
-                      config=GenerateConfig(max_connections=GEN_CONNECTIONS, max_tokens=80, temperature=0.7, max_retries=0))
+    model = get_model(
+        "openai-api/bench/echo",
+        base_url=v1,
+        api_key="EMPTY",
+        config=GenerateConfig(max_connections=GEN_CONNECTIONS, max_tokens=80, temperature=0.7, max_retries=0),
+    )
 
     async def call(msgs):  # type: ignore[no-untyped-def]
         out = await model.generate([ChatMessageSystem(content=msgs[0]["content"]), ChatMessageUser(content=msgs[1]["content"])])
@@ -232,8 +265,14 @@ def _worker_inspect(v1: str) -> dict:
 
 def _run_worker(kind: str, v1: str, python: str, cwd: Path, extra_env: dict | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(cwd), **(extra_env or {})}
-    proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", kind, v1], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [python, str(Path(__file__).resolve()), "--worker", kind, v1],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -243,8 +282,7 @@ def _gen_figures(r: dict) -> dict:
     per = r["per_dialogue_calls"]
     floor = max(max(per), sum(per) / GEN_CONNECTIONS) * GEN_LATENCY_S
     wall = r["t1"] - r["t0"]
-    out = {"wall_s": wall, "floor_s": floor, "parallelism_vs_floor": floor / wall, "calls": sum(per),
-           "cpu_s": r["cpu_s"]}
+    out = {"wall_s": wall, "floor_s": floor, "parallelism_vs_floor": floor / wall, "calls": sum(per), "cpu_s": r["cpu_s"]}
     trace = r["trace"]
     if trace:
         first = min(a for a, _ in trace)
@@ -257,26 +295,34 @@ def _gen_figures(r: dict) -> dict:
 
 
 def bench_generate(inspect_python: str | None, before_tree: str | None, notes: dict) -> dict:
-    kinds: list[tuple[str, str, str, Path]] = [("ours", "ours", sys.executable, ROOT), ("bare_openai", "bare", sys.executable, ROOT)]
+    kinds: list[tuple[str, str, str, Path]] = [
+        ("ours", "ours", sys.executable, ROOT),
+        ("bare_openai", "bare", sys.executable, ROOT),
+    ]
     if before_tree:
         kinds.append(("before", "ours", sys.executable, Path(before_tree).resolve()))
     if inspect_python:
-        probe = subprocess.run([inspect_python, "-c", "import inspect_ai, sys; print(inspect_ai.__version__)"],
-                               capture_output=True, text=True)
+        probe = subprocess.run(
+            [inspect_python, "-c", "import inspect_ai, sys; print(inspect_ai.__version__)"], capture_output=True, text=True
+        )
         if probe.returncode == 0:
             kinds.append(("inspect_ai", "inspect", inspect_python, ROOT))
             notes["inspect_ai"] = f"inspect_ai {probe.stdout.strip()} from {inspect_python}"
         else:
             notes["inspect_ai"] = f"not measured: {inspect_python} cannot import inspect_ai ({probe.stderr.strip()[-200:]})"
     else:
-        notes["inspect_ai"] = ("not measured: no --inspect-python given (install it into a separate venv: "
-                               "python -m venv /tmp/inspect-venv && /tmp/inspect-venv/bin/pip install inspect-ai openai)")
+        notes["inspect_ai"] = (
+            "not measured: no --inspect-python given (install it into a separate venv: "
+            "python -m venv /tmp/inspect-venv && /tmp/inspect-venv/bin/pip install inspect-ai openai)"
+        )
     runs: dict[str, list[dict]] = {k[0]: [] for k in kinds}
     t_wait = time.monotonic()
     while os.getloadavg()[0] >= QUIET_LOAD and time.monotonic() - t_wait < QUIET_WAIT_S:
         time.sleep(5)
-    quiet = {"generate_waited_for_quiet_s": round(time.monotonic() - t_wait, 1),
-             "generate_load_average_1m_before": round(os.getloadavg()[0], 2)}
+    quiet = {
+        "generate_waited_for_quiet_s": round(time.monotonic() - t_wait, 1),
+        "generate_load_average_1m_before": round(os.getloadavg()[0], 2),
+    }
     server = _Server(GEN_LATENCY_S)
     try:
         for _ in range(GEN_REPEATS):  # interleaved, so every kind sees the same machine
@@ -295,12 +341,17 @@ def bench_generate(inspect_python: str | None, before_tree: str | None, notes: d
         out["generate_wall_ratio_vs_inspect_ai"] = round(out["inspect_ai_wall_s"] / out["generate_wall_s"], 3)
     if "before" in runs:
         out["generate_wall_ratio_vs_before"] = round(out["generate_before_wall_s"] / out["generate_wall_s"], 3)
-    out["generate_dialogues"], out["generate_connections"], out["generate_server_latency_s"] = GEN_DIALOGUES, GEN_CONNECTIONS, GEN_LATENCY_S
+    out["generate_dialogues"], out["generate_connections"], out["generate_server_latency_s"] = (
+        GEN_DIALOGUES,
+        GEN_CONNECTIONS,
+        GEN_LATENCY_S,
+    )
     return out
 
 
 # --------------------------------------------------------------------------------------------
 # self-BLEU
+
 
 def bench_selfbleu(data_dir: Path) -> dict:
     import random
@@ -328,7 +379,7 @@ def bench_selfbleu(data_dir: Path) -> dict:
             vals = self_bleu_groups(toks, group)[0]
             ours_cpu.append(time.process_time() - c0)
             c0 = time.process_time()
-            ref += [nltk_sentence_bleu(toks[i], toks[:i] + toks[i + 1:]) for i in range(bounds[k], bounds[k + 1])]
+            ref += [nltk_sentence_bleu(toks[i], toks[:i] + toks[i + 1 :]) for i in range(bounds[k], bounds[k + 1])]
             nltk_cpu += time.process_time() - c0
         diff = max(diff, max(abs(a - b) for a, b in zip(vals, ref)))
         out[f"selfbleu_{n}_seconds"] = round(statistics.median(ours_cpu), 5)
@@ -339,12 +390,14 @@ def bench_selfbleu(data_dir: Path) -> dict:
     for n in SELFBLEU_LARGE:
         if n <= len(pool):
             toks = [tokenize(t) for t in pool[:n]]
-            out[f"selfbleu_{n}_seconds"] = round(statistics.median(
-                _cpu(lambda: self_bleu_groups(toks, [list(range(n))])) for _ in range(3)), 5)
+            out[f"selfbleu_{n}_seconds"] = round(
+                statistics.median(_cpu(lambda: self_bleu_groups(toks, [list(range(n))])) for _ in range(3)), 5
+            )
     sizes = [n for n in (*SELFBLEU_SIZES, *SELFBLEU_LARGE) if f"selfbleu_{n}_seconds" in out]
     lo, hi = sizes[0], sizes[-1]
     out["selfbleu_growth_exponent"] = round(
-        math.log(out[f"selfbleu_{hi}_seconds"] / out[f"selfbleu_{lo}_seconds"]) / math.log(hi / lo), 3)
+        math.log(out[f"selfbleu_{hi}_seconds"] / out[f"selfbleu_{lo}_seconds"]) / math.log(hi / lo), 3
+    )
     return out
 
 
@@ -356,6 +409,7 @@ def _cpu(fn) -> float:  # type: ignore[no-untyped-def]
 
 # --------------------------------------------------------------------------------------------
 # agreement
+
 
 def _cpu_best(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
     best = float("inf")
@@ -395,8 +449,13 @@ def bench_agreement() -> dict:
         out[f"bootstrap_{level}_seconds"] = round(t_ours, 4)
         out[f"bootstrap_{level}_naive_seconds"] = round(t_naive, 3)
         out[f"bootstrap_{level}_ratio_vs_naive"] = round(t_naive / t_ours, 1)
-        out[f"bootstrap_{level}_max_abs_diff"] = float(max(abs(ours[1] - lo), abs(ours[2] - hi),
-                                                          abs(ours[0] - krippendorff.alpha(reliability_data=m, level_of_measurement=level))))
+        out[f"bootstrap_{level}_max_abs_diff"] = float(
+            max(
+                abs(ours[1] - lo),
+                abs(ours[2] - hi),
+                abs(ours[0] - krippendorff.alpha(reliability_data=m, level_of_measurement=level)),
+            )
+        )
 
     truth = rng.normal(0.0, 1.0, size=CONT_ITEMS)
     c = np.vstack([truth + rng.normal(0.0, 0.5, size=CONT_ITEMS) for _ in range(BOOT_JUDGES)])
@@ -433,11 +492,23 @@ _RESUME_WRAPPER = (
 def _main_job(out: Path, cache: Path) -> dict:
     """The main job (`mascot-eval run`, its defaults: demo task, mascot, embedded model) into ``out``, in a
     fresh process with the response cache at ``cache``; wall time from process start."""
-    env = {**os.environ, "MASCOT_RESPONSE_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "MASCOT_RESPONSE_CACHE_DIR": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", _RESUME_WRAPPER, "run", "--out", str(out), "--no-progress"], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [sys.executable, "-c", _RESUME_WRAPPER, "run", "--out", str(out), "--no-progress"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     wall = time.perf_counter() - t0
     line = next((ln for ln in p.stderr.splitlines() if ln.startswith("RESUME_BENCH ")), None)
     if line is None:
@@ -461,11 +532,14 @@ def bench_resume() -> dict:
         tmp = Path(d)
         first = _main_job(tmp / "run", tmp / "cache")
         again = _main_job(tmp / "run", tmp / "cache")
-    return {"main_job_seconds": round(first["wall"], 2), "main_job_resume_seconds": round(again["wall"], 2),
-            "resume_speedup": round(first["wall"] / again["wall"], 2),
-            "resume_imports_torch": int(bool(again["torch_imported"])),
-            "resume_steps_skipped": sum(1 for v in again["steps"].values() if v == "skipped"),
-            "resume_steps": len(again["steps"])}
+    return {
+        "main_job_seconds": round(first["wall"], 2),
+        "main_job_resume_seconds": round(again["wall"], 2),
+        "resume_speedup": round(first["wall"] / again["wall"], 2),
+        "resume_imports_torch": int(bool(again["torch_imported"])),
+        "resume_steps_skipped": sum(1 for v in again["steps"].values() if v == "skipped"),
+        "resume_steps": len(again["steps"]),
+    }
 
 
 def _commit() -> dict:
@@ -507,10 +581,17 @@ def main() -> None:
     result["date_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result["command"] = " ".join([Path(sys.executable).name, "benchmarks/bench_speed.py", *sys.argv[1:]])
     result["notes"] = notes
-    result["targets"] = {"selfbleu_1000_ratio_vs_nltk": ">= 100", "selfbleu_max_abs_diff": "<= 1e-12",
-                         "selfbleu_growth_exponent": "about 1", "bootstrap_interval_ratio_vs_naive": ">= 20",
-                         "generate_parallelism_vs_floor": ">= 0.8", "resume_speedup": ">= 20",
-                         "main_job_resume_seconds": "< 5", "main_job_seconds": "< 180", "resume_imports_torch": "0"}
+    result["targets"] = {
+        "selfbleu_1000_ratio_vs_nltk": ">= 100",
+        "selfbleu_max_abs_diff": "<= 1e-12",
+        "selfbleu_growth_exponent": "about 1",
+        "bootstrap_interval_ratio_vs_naive": ">= 20",
+        "generate_parallelism_vs_floor": ">= 0.8",
+        "resume_speedup": ">= 20",
+        "main_job_resume_seconds": "< 5",
+        "main_job_seconds": "< 180",
+        "resume_imports_torch": "0",
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(Path(args.out), result)
     print(json.dumps(result, indent=2))

@@ -77,14 +77,16 @@ class MiniLMEncoder:
             p = f"encoder.layer.{i}."
             qkv_w = torch.cat([sd[p + f"attention.self.{n}.weight"] for n in ("query", "key", "value")]).to(self.dtype)
             qkv_b = torch.cat([sd[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]).to(self.dtype)
-            self.blocks.append({
-                "qkv": (qkv_w.contiguous(), qkv_b.contiguous()),
-                "out": (w(p + "attention.output.dense.weight"), w(p + "attention.output.dense.bias")),
-                "ln1": (w(p + "attention.output.LayerNorm.weight"), w(p + "attention.output.LayerNorm.bias")),
-                "up": (w(p + "intermediate.dense.weight"), w(p + "intermediate.dense.bias")),
-                "down": (w(p + "output.dense.weight"), w(p + "output.dense.bias")),
-                "ln2": (w(p + "output.LayerNorm.weight"), w(p + "output.LayerNorm.bias")),
-            })
+            self.blocks.append(
+                {
+                    "qkv": (qkv_w.contiguous(), qkv_b.contiguous()),
+                    "out": (w(p + "attention.output.dense.weight"), w(p + "attention.output.dense.bias")),
+                    "ln1": (w(p + "attention.output.LayerNorm.weight"), w(p + "attention.output.LayerNorm.bias")),
+                    "up": (w(p + "intermediate.dense.weight"), w(p + "intermediate.dense.bias")),
+                    "down": (w(p + "output.dense.weight"), w(p + "output.dense.bias")),
+                    "ln2": (w(p + "output.LayerNorm.weight"), w(p + "output.LayerNorm.bias")),
+                }
+            )
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tok.encode_batch(texts, add_special_tokens=True)]

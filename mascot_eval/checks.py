@@ -46,6 +46,7 @@ LEVELS = ("agent", "group")
 
 # ------------------------------------------------------------------------------------- names / lists
 
+
 def split_names(values: str | Sequence[str] | None, option: str, *, example: str) -> list[str] | None:
     """``--x a,b`` (or repeated) -> names; None when the option was not given; an option given but empty
     (``--judges ''``, ``--judges ,``) is an error, never the default."""
@@ -92,17 +93,27 @@ def check_metrics(names: list[str] | None) -> list[str] | None:
 
 # ------------------------------------------------------------------------------------- judges
 
-def sample_transcript(agents: Sequence[str] = ("Anchor", "Catalyst", "Beacon"), *, system: str = "sample",
-                      context_id: str = "sample") -> Transcript:
+
+def sample_transcript(
+    agents: Sequence[str] = ("Anchor", "Catalyst", "Beacon"), *, system: str = "sample", context_id: str = "sample"
+) -> Transcript:
     """A small made-up dialogue for rendering judge templates once before anything runs."""
     from .transcript import Transcript, Turn, make_dialogue_id
 
     turns = [Turn(round=1, speaker="user", text="I failed my driving test again and I feel stupid.")]
     turns += [Turn(round=1, speaker=a, text=f"{a}: that sounds discouraging; what happened on the day?") for a in agents]
     return Transcript(
-        dialogue_id=make_dialogue_id("sample", context_id, None, system), task="sample", task_version="1",
-        split="in_domain", domain="emotional", context_id=context_id, system=system, system_config_hash="-",
-        persona_group="-", agents=list(agents), turns=turns,
+        dialogue_id=make_dialogue_id("sample", context_id, None, system),
+        task="sample",
+        task_version="1",
+        split="in_domain",
+        domain="emotional",
+        context_id=context_id,
+        system=system,
+        system_config_hash="-",
+        persona_group="-",
+        agents=list(agents),
+        turns=turns,
         context={"situation": "I failed my driving test again.", "emotion": "ashamed"},
     )
 
@@ -123,15 +134,25 @@ def check_judge(spec: JudgeSpec, *, sample: Transcript | None = None, trio: list
     if "agent" in j.rubrics:
         for agent in t.agents[:1]:
             j.agent_prompt(t, agent, None)
-        j.response_prompt("sample", t.agents[0] if t.agents else "Agent", "(card)",
-                          [{"name": x.speaker, "content": x.text} for x in t.turns], "(reply)")
+        j.response_prompt(
+            "sample",
+            t.agents[0] if t.agents else "Agent",
+            "(card)",
+            [{"name": x.speaker, "content": x.text} for x in t.turns],
+            "(reply)",
+        )
     if "group" in j.rubrics:
         j.group_prompt(t, {})
     shown = trio or [t, t, t]
     if shown[0].agents:
         pick_best_prompt(j, shown)
-    j.render(spec.templates.threeway, ["sample"], labels=list(LABELS), situation=prompts.situation_text(shown[0].context),
-             dialogues=[(lab, _anonymous_text(x)) for lab, x in zip(LABELS, shown)])
+    j.render(
+        spec.templates.threeway,
+        ["sample"],
+        labels=list(LABELS),
+        situation=prompts.situation_text(shown[0].context),
+        dialogues=[(lab, _anonymous_text(x)) for lab, x in zip(LABELS, shown)],
+    )
 
 
 def check_judges(value: str | Sequence[str], *, sample: Transcript | None = None) -> list[JudgeSpec]:
@@ -145,6 +166,7 @@ def check_judges(value: str | Sequence[str], *, sample: Transcript | None = None
 
 
 # ------------------------------------------------------------------------------------- tasks, systems
+
 
 @dataclass
 class Unit:
@@ -179,8 +201,11 @@ class GeneratePlan:
         out: dict[str, tuple[str, int, str]] = {}
         for u in self.units:
             for ctx, profile in self.pairs[u.task.name]:
-                out[make_dialogue_id(u.task.name, ctx.id, profile, u.system.config.name)] = (u.config_hash, self.seed,
-                                                                                              u.user_hash)
+                out[make_dialogue_id(u.task.name, ctx.id, profile, u.system.config.name)] = (
+                    u.config_hash,
+                    self.seed,
+                    u.user_hash,
+                )
         return out
 
 
@@ -191,8 +216,9 @@ def user_sim_hash(user: UserSimulator, user_model: str) -> str:
     return stable_hash([user_model, user.template, user.template_hash(), USER_DECODING.model_dump()])
 
 
-def check_task_contents(task: TaskSpec, data_dir: Path | None, limit: int | None,
-                        personas_root: str | Path | None = None) -> list[Pair]:
+def check_task_contents(
+    task: TaskSpec, data_dir: Path | None, limit: int | None, personas_root: str | Path | None = None
+) -> list[Pair]:
     """The task's persona group, data (inside the data dir or beside the task), filters and sample."""
     from .data.loaders import load_contexts
     from .data.select import assign_profiles
@@ -207,8 +233,10 @@ def check_task_contents(task: TaskSpec, data_dir: Path | None, limit: int | None
     contexts = load_contexts(task, data_dir, limit=limit)
     pairs = list(assign_profiles(task, contexts))
     if not pairs:
-        raise UserError(f"{where}: no contexts to generate from (loader '{task.source.loader}', filters "
-                        f"{task.source.filters or '{}'}); check the filters, --limit and the data dir")
+        raise UserError(
+            f"{where}: no contexts to generate from (loader '{task.source.loader}', filters "
+            f"{task.source.filters or '{}'}); check the filters, --limit and the data dir"
+        )
     return pairs
 
 
@@ -226,8 +254,17 @@ def check_checkpoint(path: str | Path | None) -> Checkpoint | None:
     return load_checkpoint(path)
 
 
-def check_system(name: str, task: TaskSpec, pair: Pair, *, model: str, user_model: str, checkpoint: Checkpoint | None,
-                 personas_root: str | Path | None = None, shared: Any = None) -> Unit:
+def check_system(
+    name: str,
+    task: TaskSpec,
+    pair: Pair,
+    *,
+    model: str,
+    user_model: str,
+    checkpoint: Checkpoint | None,
+    personas_root: str | Path | None = None,
+    shared: Any = None,
+) -> Unit:
     """Build the system for ``task`` and render every template it and the user simulator use once with
     the task's first context; every model spec it resolves is checked."""
     from .systems.engine import new_state
@@ -240,8 +277,10 @@ def check_system(name: str, task: TaskSpec, pair: Pair, *, model: str, user_mode
     roles = {"agents", "director", "aux", *(c.id for c in system.cards)}
     for role in cfg.models:
         if role not in roles:
-            raise UserError(f"{where}: field 'models.{role}': unknown role; use agents, director, aux or a persona id "
-                            f"of the group ({', '.join(c.id for c in system.cards)})")
+            raise UserError(
+                f"{where}: field 'models.{role}': unknown role; use agents, director, aux or a persona id "
+                f"of the group ({', '.join(c.id for c in system.cards)})"
+            )
     for role, spec in system.models.items():
         key = role.split(":", 1)[-1]
         field_name = f"{where}: field 'models.{key}'" if (key in cfg.models or role in cfg.models) else f"{role} model"
@@ -254,10 +293,19 @@ def check_system(name: str, task: TaskSpec, pair: Pair, *, model: str, user_mode
     return Unit(task, system, user, system.config_hash(), user_sim_hash(user, user_model))
 
 
-def check_generate_inputs(*, tasks: Sequence[str], systems: Sequence[str], model: str = "embedded",
-                          user_model: str | None = None, checkpoint: str | Path | None = None, limit: int | None = None,
-                          data_dir: str | Path | None = None, seed: int = 0, out: str | Path | None = None,
-                          personas_root: str | Path | None = None) -> GeneratePlan:
+def check_generate_inputs(
+    *,
+    tasks: Sequence[str],
+    systems: Sequence[str],
+    model: str = "embedded",
+    user_model: str | None = None,
+    checkpoint: str | Path | None = None,
+    limit: int | None = None,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    personas_root: str | Path | None = None,
+) -> GeneratePlan:
     """Everything ``generate`` uses, checked; nothing written. ``out`` (if given and existing) must be a
     run directory whose transcripts came from these settings (see :func:`check_rundir_compatible`)."""
     from .paths import data_dir as resolve_data_dir
@@ -267,18 +315,35 @@ def check_generate_inputs(*, tasks: Sequence[str], systems: Sequence[str], model
     system_names = split_names(systems, "--system", example="a system name (see `mascot-eval systems list`) or a YAML path")
     if limit is not None and limit < 1:
         raise UserError(f"--limit must be at least 1, got {limit}")
-    plan = plan_from_specs(resolve_tasks(task_names or []), system_names or [], model=model, user_model=user_model,
-                           checkpoint=checkpoint, limit=limit, data_dir=resolve_data_dir(data_dir), seed=seed,
-                           personas_root=personas_root)
+    plan = plan_from_specs(
+        resolve_tasks(task_names or []),
+        system_names or [],
+        model=model,
+        user_model=user_model,
+        checkpoint=checkpoint,
+        limit=limit,
+        data_dir=resolve_data_dir(data_dir),
+        seed=seed,
+        personas_root=personas_root,
+    )
     if out is not None:
         check_rundir_compatible(Path(out), plan)
     return plan
 
 
-def plan_from_specs(task_specs: Sequence[TaskSpec], systems: Sequence[str], *, model: str = "embedded",
-                    user_model: str | None = None, checkpoint: str | Path | Checkpoint | None = None,
-                    limit: int | None = None, data_dir: Path | None = None, seed: int = 0,
-                    pairs: dict[str, list[Pair]] | None = None, personas_root: str | Path | None = None) -> GeneratePlan:
+def plan_from_specs(
+    task_specs: Sequence[TaskSpec],
+    systems: Sequence[str],
+    *,
+    model: str = "embedded",
+    user_model: str | None = None,
+    checkpoint: str | Path | Checkpoint | None = None,
+    limit: int | None = None,
+    data_dir: Path | None = None,
+    seed: int = 0,
+    pairs: dict[str, list[Pair]] | None = None,
+    personas_root: str | Path | None = None,
+) -> GeneratePlan:
     """The generate plan for resolved tasks: every system built and its templates rendered once, every
     model spec checked, the contexts loaded (or taken from ``pairs``, then cut to ``limit``)."""
     from .systems.checkpoint import Checkpoint as _Checkpoint
@@ -297,8 +362,17 @@ def plan_from_specs(task_specs: Sequence[TaskSpec], systems: Sequence[str], *, m
     ckpt = checkpoint if isinstance(checkpoint, _Checkpoint) else check_checkpoint(checkpoint)
     from .systems.user_sim import SharedTurns
 
-    plan = GeneratePlan(tasks=list(task_specs), systems=system_names, model=model, user_model=user_model, checkpoint=ckpt,
-                        data_dir=data_dir, limit=limit, seed=seed, shared=SharedTurns())
+    plan = GeneratePlan(
+        tasks=list(task_specs),
+        systems=system_names,
+        model=model,
+        user_model=user_model,
+        checkpoint=ckpt,
+        data_dir=data_dir,
+        limit=limit,
+        seed=seed,
+        shared=SharedTurns(),
+    )
     for task in task_specs:
         if pairs is not None and task.name in pairs:
             plan.pairs[task.name] = list(pairs[task.name])[: limit if limit else None]
@@ -307,8 +381,18 @@ def plan_from_specs(task_specs: Sequence[TaskSpec], systems: Sequence[str], *, m
         else:
             plan.pairs[task.name] = check_task_contents(task, data_dir, limit, personas_root)
         for name in system_names:
-            plan.units.append(check_system(name, task, plan.pairs[task.name][0], model=model, user_model=user_model,
-                                           checkpoint=ckpt, personas_root=personas_root, shared=plan.shared))
+            plan.units.append(
+                check_system(
+                    name,
+                    task,
+                    plan.pairs[task.name][0],
+                    model=model,
+                    user_model=user_model,
+                    checkpoint=ckpt,
+                    personas_root=personas_root,
+                    shared=plan.shared,
+                )
+            )
     return plan
 
 
@@ -324,23 +408,34 @@ def check_rundir_compatible(path: Path, plan: GeneratePlan) -> None:
     rd = RunDir(path)
     has_run_files = rd.manifest_path.exists() or rd.transcripts_path.exists()
     if not has_run_files and any(p.name != ".lock" for p in path.iterdir()):
-        raise UserError(f"--out: {path} is a non-empty folder that is not a run directory (no manifest.json or "
-                        "transcripts.jsonl); pick a new or empty folder")
+        raise UserError(
+            f"--out: {path} is a non-empty folder that is not a run directory (no manifest.json or "
+            "transcripts.jsonl); pick a new or empty folder"
+        )
     manifest = rd.read_manifest()
     recorded = manifest.get("tasks") or {}
     for task in plan.tasks:
         info = recorded.get(task.name)
-        if isinstance(info, dict) and info.get("content_hash") and task.content_hash \
-                and info["content_hash"] != task.content_hash:
-            raise UserError(f"{rd.manifest_path}: task '{task.name}' was generated from a different task file "
-                            f"(content hash {info['content_hash']} vs {task.content_hash} now); use a new --out folder")
+        if (
+            isinstance(info, dict)
+            and info.get("content_hash")
+            and task.content_hash
+            and info["content_hash"] != task.content_hash
+        ):
+            raise UserError(
+                f"{rd.manifest_path}: task '{task.name}' was generated from a different task file "
+                f"(content hash {info['content_hash']} vs {task.content_hash} now); use a new --out folder"
+            )
     want = plan.expected()
     for row in read_jsonl(rd.transcripts_path, what="a transcripts file"):
         did = row.get("dialogue_id")
         if did not in want:
             continue
-        got = (row.get("system_config_hash"), (row.get("seeds") or {}).get("run"),
-               ((row.get("stats") or {}).get("user_sim") or {}).get("hash"))
+        got = (
+            row.get("system_config_hash"),
+            (row.get("seeds") or {}).get("run"),
+            ((row.get("stats") or {}).get("user_sim") or {}).get("hash"),
+        )
         if got != want[did]:
             raise UserError(
                 f"{rd.transcripts_path}: dialogue '{did}' was generated with a different system config, model, user "
@@ -361,24 +456,45 @@ class RunPlan:
 def _task_default(task_specs: list[TaskSpec], what: str) -> list[str]:
     out: list[str] = []
     for t in task_specs:
-        for n in (t.judging.judges if what == "judges" else t.metrics):
+        for n in t.judging.judges if what == "judges" else t.metrics:
             if n not in out:
                 out.append(n)
     return out or ["none"]
 
 
-def check_run_inputs(*, tasks: Sequence[str], systems: Sequence[str], judges: str | None = None,
-                     metrics: str | None = None, levels: str | None = "agent,group", model: str = "embedded",
-                     user_model: str | None = None, checkpoint: str | Path | None = None, limit: int | None = None,
-                     data_dir: str | Path | None = None, seed: int = 0, out: str | Path | None = None,
-                     personas_root: str | Path | None = None) -> RunPlan:
+def check_run_inputs(
+    *,
+    tasks: Sequence[str],
+    systems: Sequence[str],
+    judges: str | None = None,
+    metrics: str | None = None,
+    levels: str | None = "agent,group",
+    model: str = "embedded",
+    user_model: str | None = None,
+    checkpoint: str | Path | None = None,
+    limit: int | None = None,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    personas_root: str | Path | None = None,
+) -> RunPlan:
     """Everything ``run`` uses, checked; nothing written. ``judges`` / ``metrics``: the raw option values
     (None = the tasks' defaults, '' = an error, 'none' = skip)."""
     judge_names = split_names(judges, "--judges", example="judge names (gpt, claude, local, ...), model specs or 'none'")
     metric_names = split_names(metrics, "--metrics", example="metric names, 'all' or 'none' (see `mascot-eval metrics --list`)")
     level_list = check_levels(levels)
-    gen = check_generate_inputs(tasks=tasks, systems=systems, model=model, user_model=user_model, checkpoint=checkpoint,
-                                limit=limit, data_dir=data_dir, seed=seed, out=out, personas_root=personas_root)
+    gen = check_generate_inputs(
+        tasks=tasks,
+        systems=systems,
+        model=model,
+        user_model=user_model,
+        checkpoint=checkpoint,
+        limit=limit,
+        data_dir=data_dir,
+        seed=seed,
+        out=out,
+        personas_root=personas_root,
+    )
     judge_names = judge_names or _task_default(gen.tasks, "judges")
     metric_names = metric_names or _task_default(gen.tasks, "metrics")
     specs: list[JudgeSpec] = []
@@ -392,8 +508,7 @@ def check_run_inputs(*, tasks: Sequence[str], systems: Sequence[str], judges: st
 
 # ------------------------------------------------------------------------------------- run directories
 
-JUDGMENT_KEYS = ("dialogue_id", "judge", "level", "criterion", "status", "system", "task", "split", "context_id",
-                 "pair_key")
+JUDGMENT_KEYS = ("dialogue_id", "judge", "level", "criterion", "status", "system", "task", "split", "context_id", "pair_key")
 COMPARISON_KEYS = ("pair_key", "judge", "order", "systems", "status")
 
 
@@ -411,8 +526,10 @@ def check_rundir(path: str | Path, *, need_transcripts: bool = True) -> tuple[Ru
     ts = rd.transcripts()
     if need_transcripts and not ts:
         if not rd.manifest_path.exists() and not rd.transcripts_path.exists():
-            raise UserError(f"{p}: not a run directory (no manifest.json, no transcripts.jsonl); pass a folder written "
-                            "by `mascot-eval run` or `generate`")
+            raise UserError(
+                f"{p}: not a run directory (no manifest.json, no transcripts.jsonl); pass a folder written "
+                "by `mascot-eval run` or `generate`"
+            )
         raise UserError(f"{rd.transcripts_path}: no transcripts; run `mascot-eval generate` first")
     return rd, ts
 
@@ -422,8 +539,10 @@ def check_judgments(rd: RunDir) -> list[dict[str, Any]]:
     for i, r in enumerate(read_jsonl(rd.judgments_path, what="a judgments file"), 1):
         missing = [k for k in JUDGMENT_KEYS if k not in r]
         if missing:
-            raise UserError(f"{rd.judgments_path}:{i}: not a judgment row (missing {', '.join(missing)}); "
-                            "restore the file or delete it and judge again")
+            raise UserError(
+                f"{rd.judgments_path}:{i}: not a judgment row (missing {', '.join(missing)}); "
+                "restore the file or delete it and judge again"
+            )
         if r["status"] == "scored" and not isinstance(r.get("score_100"), (int, float)):
             raise UserError(f"{rd.judgments_path}:{i}: a scored row without a numeric score_100; restore the file")
         rows.append(r)
@@ -435,8 +554,10 @@ def check_comparisons(rd: RunDir) -> list[dict[str, Any]]:
     for i, r in enumerate(read_jsonl(rd.comparisons_path, what="a comparisons file"), 1):
         missing = [k for k in COMPARISON_KEYS if k not in r]
         if missing or not isinstance(r.get("order"), list) or not isinstance(r.get("systems"), list):
-            raise UserError(f"{rd.comparisons_path}:{i}: not a comparison row (missing or malformed "
-                            f"{', '.join(missing) or 'order/systems'}); restore the file or delete it and compare again")
+            raise UserError(
+                f"{rd.comparisons_path}:{i}: not a comparison row (missing or malformed "
+                f"{', '.join(missing) or 'order/systems'}); restore the file or delete it and compare again"
+            )
         rows.append(r)
     return rows
 
@@ -454,8 +575,9 @@ def check_metrics_file(rd: RunDir) -> None:
         try:
             df = read(path)
         except Exception as exc:  # pyarrow / pandas raise many types for a damaged file
-            raise UserError(f"{path}: not a readable metrics table ({type(exc).__name__}); run `mascot-eval metrics` "
-                            "again") from None
+            raise UserError(
+                f"{path}: not a readable metrics table ({type(exc).__name__}); run `mascot-eval metrics` again"
+            ) from None
         missing = [c for c in METRIC_COLUMNS if c not in df.columns]
         if missing:
             raise UserError(f"{path}: missing column(s) {', '.join(missing)}; run `mascot-eval metrics` again")
@@ -493,6 +615,7 @@ def check_out_dir(out: str | Path | None, option: str = "--out") -> Path | None:
 
 # ------------------------------------------------------------------------------------- step commands
 
+
 @dataclass
 class JudgePlan:
     rundir: RunDir
@@ -505,15 +628,17 @@ def check_judge_inputs(run_dir: str | Path, judges: str, levels: str | None) -> 
     rd, ts = check_rundir(run_dir)
     level_list = check_levels(levels)
     check_judgments(rd)
-    specs = check_judges(split_names(judges, "--judges", example="judge names (gpt, claude, local, ...) or model specs")
-                         or [], sample=ts[0])
+    specs = check_judges(
+        split_names(judges, "--judges", example="judge names (gpt, claude, local, ...) or model specs") or [], sample=ts[0]
+    )
     return JudgePlan(rd, ts, specs, level_list)
 
 
 def check_metrics_inputs(run_dir: str | Path, metrics: str | None) -> tuple[RunDir, list[str] | None]:
     rd, _ = check_rundir(run_dir)
-    names = split_names(metrics, "--metrics", example="metric names such as distinct_2,inter_agent_selfbleu "
-                                                      "(see `mascot-eval metrics --list`)")
+    names = split_names(
+        metrics, "--metrics", example="metric names such as distinct_2,inter_agent_selfbleu (see `mascot-eval metrics --list`)"
+    )
     if names == ["all"]:
         names = None
     check_metrics(names)
@@ -529,8 +654,7 @@ class ComparePlan:
     out: Path | None
 
 
-def check_compare_inputs(run_dirs: Sequence[str | Path], judges: str, systems: str | None,
-                         out: str | Path | None) -> ComparePlan:
+def check_compare_inputs(run_dirs: Sequence[str | Path], judges: str, systems: str | None, out: str | Path | None) -> ComparePlan:
     from .judges.threeway import load_for_compare, shared_trios
 
     rds = [check_rundir(p)[0] for p in run_dirs]
@@ -543,8 +667,10 @@ def check_compare_inputs(run_dirs: Sequence[str | Path], judges: str, systems: s
     if out_path is not None and out_path.exists() and any(out_path.iterdir()):
         out_rd = check_rundir(out_path, need_transcripts=False)[0]
         if not any(p.exists() for p in (out_rd.manifest_path, out_rd.transcripts_path, out_rd.comparisons_path)):
-            raise UserError(f"--out: {out_path} is a non-empty folder that is not a run directory; pick a new or "
-                            "empty folder, or a run directory")
+            raise UserError(
+                f"--out: {out_path} is a non-empty folder that is not a run directory; pick a new or "
+                "empty folder, or a run directory"
+            )
         check_comparisons(out_rd)
     ts = load_for_compare(rds)
     _, trios = shared_trios(list(ts), names)
@@ -580,8 +706,9 @@ def check_agreement_inputs(run_dir: str | Path, judges: str | None, human: str |
         known = {r["judge"] for r in rows}
         unknown = [j for j in keep if j not in known]
         if unknown:
-            raise UserError(f"--judges: {', '.join(unknown)} not in {rd.judgments_path} (judges there: "
-                            f"{', '.join(sorted(known)) or 'none'})")
+            raise UserError(
+                f"--judges: {', '.join(unknown)} not in {rd.judgments_path} (judges there: {', '.join(sorted(known)) or 'none'})"
+            )
         rows = [r for r in rows if r["judge"] in set(keep)]
     if not rows:
         raise UserError(f"{rd.judgments_path}: no judgments; run `mascot-eval judge {run_dir} --judges ...` first")
@@ -605,8 +732,7 @@ def check_report_inputs(run_dirs: Sequence[str | Path], out: str | Path | None) 
     return rds
 
 
-def check_leaderboard_inputs(run_dirs: Sequence[str | Path], out: str | Path | None,
-                             markdown: str | Path | None) -> list[RunDir]:
+def check_leaderboard_inputs(run_dirs: Sequence[str | Path], out: str | Path | None, markdown: str | Path | None) -> list[RunDir]:
     rds = check_report_inputs(run_dirs, None)
     check_out_file(out, "--out")
     check_out_file(markdown, "--markdown")

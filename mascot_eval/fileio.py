@@ -136,8 +136,7 @@ def read_bytes(path: str | os.PathLike[str], *, what: str = "a file", limit: int
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{path}: not a regular file; expected {what}")
     if limit is not None and st.st_size > limit:
-        raise UserError(f"{path}: {st.st_size:,} bytes is over the {limit:,}-byte limit for {what}; "
-                        "split it or shorten it")
+        raise UserError(f"{path}: {st.st_size:,} bytes is over the {limit:,}-byte limit for {what}; split it or shorten it")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -155,8 +154,7 @@ def decode_text(data: bytes, path: str | os.PathLike[str], *, what: str = "a fil
         raise UserError(f"{path}:{line}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
 
 
-def read_text(path: str | os.PathLike[str], *, what: str = "a file", limit: int | None = None,
-              allow_empty: bool = True) -> str:
+def read_text(path: str | os.PathLike[str], *, what: str = "a file", limit: int | None = None, allow_empty: bool = True) -> str:
     """A user-facing text file as str (UTF-8, a BOM is dropped); see :func:`read_bytes`."""
     from .errors import UserError
 
@@ -182,11 +180,13 @@ def read_json_object(path: str | os.PathLike[str], *, what: str = "a JSON object
 
 def _json_type(obj: Any) -> str:
     return {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}.get(
-        type(obj), type(obj).__name__)
+        type(obj), type(obj).__name__
+    )
 
 
-def read_jsonl(path: str | os.PathLike[str], *, tolerate_truncated_tail: bool = True,
-               what: str = "a JSON Lines file") -> Iterator[dict[str, Any]]:
+def read_jsonl(
+    path: str | os.PathLike[str], *, tolerate_truncated_tail: bool = True, what: str = "a JSON Lines file"
+) -> Iterator[dict[str, Any]]:
     """Yield the JSON objects of a run-directory JSONL file (absent file: nothing).
 
     A final line cut short by a crash (no newline, not valid JSON) is dropped with one warning line;
@@ -217,8 +217,9 @@ def read_jsonl(path: str | os.PathLike[str], *, tolerate_truncated_tail: bool = 
         yield obj
 
 
-def confined_path(roots: Path | list[Path], name: Any, *, field: str, where: str, what: str = "file",
-                  follow_links: bool = True) -> Path:
+def confined_path(
+    roots: Path | list[Path], name: Any, *, field: str, where: str, what: str = "file", follow_links: bool = True
+) -> Path:
     """``root / name`` for the first root holding it (the last root when none does), refusing names
     that leave the root: absolute paths, ``..`` going above it, ``~``, and (``follow_links``) a
     symlink whose target lies outside it. Nothing is read. The error names ``where``, ``field`` and
@@ -233,8 +234,7 @@ def confined_path(roots: Path | list[Path], name: Any, *, field: str, where: str
         raise UserError(f"{where}: field '{field}': the path contains a NUL byte; give a relative path inside {allowed}")
     rel = Path(name)
     if rel.is_absolute() or name.startswith("~"):
-        raise UserError(f"{where}: field '{field}': absolute path {name!r} is not allowed; give a path relative to "
-                        f"{allowed}")
+        raise UserError(f"{where}: field '{field}': absolute path {name!r} is not allowed; give a path relative to {allowed}")
     if _escapes(rel):
         raise UserError(f"{where}: field '{field}': {name!r} leaves {allowed}; give a path inside it")
     candidates = [r / rel for r in roots]
@@ -242,8 +242,7 @@ def confined_path(roots: Path | list[Path], name: Any, *, field: str, where: str
     root = roots[candidates.index(chosen)]
     if follow_links and chosen.exists():
         if not chosen.resolve().is_relative_to(root.resolve()):
-            raise UserError(f"{where}: field '{field}': {name!r} is a link that leads outside {root}; "
-                            f"give a {what} inside it")
+            raise UserError(f"{where}: field '{field}': {name!r} is a link that leads outside {root}; give a {what} inside it")
     return chosen
 
 

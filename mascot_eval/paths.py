@@ -98,7 +98,9 @@ def user_layer() -> Layer | None:
     if env:
         path = Path(env).expanduser()
         if not path.is_dir():
-            raise UserError(f"MASCOT_HOME={env}: no such folder; create it (with tasks/, judges/ or baselines/) or unset MASCOT_HOME")
+            raise UserError(
+                f"MASCOT_HOME={env}: no such folder; create it (with tasks/, judges/ or baselines/) or unset MASCOT_HOME"
+            )
         return Layer("user", path.resolve(), "MASCOT_HOME")
     path = default_user_dir()
     return Layer("user", path.resolve(), "default user folder") if path.is_dir() else None

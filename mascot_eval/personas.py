@@ -80,8 +80,10 @@ def _load_all(roots: tuple[str, ...]) -> tuple[dict[str, PersonaCard], dict[str,
     for cid, card in cards.items():
         key = card.name.strip().casefold()
         if key in names:
-            raise UserError(f"{card_files[cid]}: field 'name': {card.name!r} is also the name of {names[key]}; every "
-                            "persona needs its own speaker name")
+            raise UserError(
+                f"{card_files[cid]}: field 'name': {card.name!r} is also the name of {names[key]}; every "
+                "persona needs its own speaker name"
+            )
         names[key] = card_files[cid]
     root = Path(roots[0])
     groups: dict[str, PersonaGroup] = {}
@@ -113,8 +115,9 @@ def check_card_name(card: PersonaCard, where: str | Path, line: int | None = Non
     if not card.name.strip():
         raise UserError(f"{at}: field 'name': empty; give the persona a speaker name")
     if card.name.strip().casefold() in RESERVED_NAMES:
-        raise UserError(f"{at}: field 'name': {card.name!r} is reserved for the person seeking support; "
-                        "pick another speaker name")
+        raise UserError(
+            f"{at}: field 'name': {card.name!r} is reserved for the person seeking support; pick another speaker name"
+        )
 
 
 def load_personas(root: str | Path | None = None) -> tuple[dict[str, PersonaCard], dict[str, PersonaGroup]]:

@@ -50,8 +50,7 @@ class Registry(Generic[T]):
                     self._items[ep.name] = ep.load()
                 except Exception as exc:  # a broken plug-in is the user's to fix
                     raise UserError(
-                        f"entry point '{ep.name}' ({ep.value}) in group mascot_eval.{self.kind}s "
-                        f"failed to load: {exc}"
+                        f"entry point '{ep.name}' ({ep.value}) in group mascot_eval.{self.kind}s failed to load: {exc}"
                     ) from exc
 
     def get(self, name: str) -> T:

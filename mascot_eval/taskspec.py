@@ -14,8 +14,22 @@ from .templating import check_name
 from .yamlfile import load_model
 
 MBTI_TYPES: tuple[str, ...] = (
-    "INTJ", "INTP", "ENTJ", "ENTP", "INFJ", "INFP", "ENFJ", "ENFP",
-    "ISTJ", "ISFJ", "ESTJ", "ESFJ", "ISTP", "ISFP", "ESTP", "ESFP",
+    "INTJ",
+    "INTP",
+    "ENTJ",
+    "ENTP",
+    "INFJ",
+    "INFP",
+    "ENFJ",
+    "ENFP",
+    "ISTJ",
+    "ISFJ",
+    "ESTJ",
+    "ESFJ",
+    "ISTP",
+    "ISFP",
+    "ESTP",
+    "ESFP",
 )
 
 SUITES: dict[str, str | None] = {"in-domain": "in_domain", "ood": "ood", "all": None}
@@ -33,8 +47,11 @@ class SourceSpec(BaseModel):
     @classmethod
     def _relative(cls, v: str | None) -> str | None:
         if v is not None:
-            relative_path(v, "dataset paths are relative to the data directory (--data-dir / MASCOT_DATA_DIR), "
-                             "jsonl/demo paths to the task file's folder")
+            relative_path(
+                v,
+                "dataset paths are relative to the data directory (--data-dir / MASCOT_DATA_DIR), "
+                "jsonl/demo paths to the task file's folder",
+            )
         return v
 
 

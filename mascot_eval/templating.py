@@ -67,8 +67,9 @@ def resolve(dirs: Sequence[str | Path], name: str, *, what: str = "template") ->
             continue
         real, real_root = candidate.resolve(), root.resolve()
         if not real.is_relative_to(real_root):
-            raise UserError(f"{candidate}: {what} '{name}' is a link that leads outside {root}; "
-                            "templates must be files inside their folder")
+            raise UserError(
+                f"{candidate}: {what} '{name}' is a link that leads outside {root}; templates must be files inside their folder"
+            )
         return candidate
     return None
 
@@ -93,8 +94,7 @@ class ConfinedLoader(jinja2.BaseLoader):
             raise jinja2.TemplateNotFound(template)
         size = path.stat().st_size
         if size > MAX_TEMPLATE_BYTES:
-            raise UserError(f"{path}: {size:,} bytes, over the {MAX_TEMPLATE_BYTES:,}-byte limit for a template; "
-                            "shorten it")
+            raise UserError(f"{path}: {size:,} bytes, over the {MAX_TEMPLATE_BYTES:,}-byte limit for a template; shorten it")
         try:
             source = path.read_bytes().decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -129,21 +129,22 @@ class Sandbox(SandboxedEnvironment):
             if isinstance(right, int) and not isinstance(right, bool):
                 bits = left.bit_length() * abs(right) if isinstance(left, int) else 0
                 if abs(right) > MAX_EXPONENT or bits > MAX_REPEAT:
-                    raise SecurityError(f"'**' with exponent {right} is too large (limits: exponent {MAX_EXPONENT}, "
-                                        f"result {MAX_REPEAT:,} bits)")
+                    raise SecurityError(
+                        f"'**' with exponent {right} is too large (limits: exponent {MAX_EXPONENT}, result {MAX_REPEAT:,} bits)"
+                    )
             return operator.pow(left, right)
         if op == "*":
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple, bytes)) and isinstance(n, int) and len(seq) * n > MAX_REPEAT:
-                    raise SecurityError(f"'*' would build a sequence of {len(seq) * n:,} items "
-                                                       f"(limit {MAX_REPEAT:,})")
+                    raise SecurityError(f"'*' would build a sequence of {len(seq) * n:,} items (limit {MAX_REPEAT:,})")
             return operator.mul(left, right)
         return super().call_binop(context, op, left, right)
 
 
 @lru_cache(maxsize=32)
-def _environment(dirs: tuple[str, ...], what: str, autoescape: bool, trim_blocks: bool, lstrip_blocks: bool,
-                 keep_trailing_newline: bool) -> Sandbox:
+def _environment(
+    dirs: tuple[str, ...], what: str, autoescape: bool, trim_blocks: bool, lstrip_blocks: bool, keep_trailing_newline: bool
+) -> Sandbox:
     return Sandbox(
         loader=ConfinedLoader(dirs, what=what),
         undefined=jinja2.StrictUndefined,
@@ -155,8 +156,15 @@ def _environment(dirs: tuple[str, ...], what: str, autoescape: bool, trim_blocks
     )
 
 
-def environment(dirs: Sequence[str | Path], *, what: str = "template", autoescape: bool = False,
-                trim_blocks: bool = True, lstrip_blocks: bool = True, keep_trailing_newline: bool = False) -> Sandbox:
+def environment(
+    dirs: Sequence[str | Path],
+    *,
+    what: str = "template",
+    autoescape: bool = False,
+    trim_blocks: bool = True,
+    lstrip_blocks: bool = True,
+    keep_trailing_newline: bool = False,
+) -> Sandbox:
     """The shared sandboxed environment over ``dirs`` (cached per argument set)."""
     return _environment(tuple(str(d) for d in dirs), what, autoescape, trim_blocks, lstrip_blocks, keep_trailing_newline)
 
@@ -190,8 +198,14 @@ def _origin(exc: BaseException, default: str) -> str:
     return found
 
 
-def render(env: jinja2.Environment, name: str, variables: Mapping[str, Any], *, limit: int | None = MAX_RENDER_CHARS,
-           where: str | None = None) -> str:
+def render(
+    env: jinja2.Environment,
+    name: str,
+    variables: Mapping[str, Any],
+    *,
+    limit: int | None = MAX_RENDER_CHARS,
+    where: str | None = None,
+) -> str:
     """Render ``name`` with ``variables``; every failure is one UserError line naming the file."""
     loader = env.loader
     what = loader.what if isinstance(loader, ConfinedLoader) else "template"
@@ -203,8 +217,10 @@ def render(env: jinja2.Environment, name: str, variables: Mapping[str, Any], *, 
         missing = exc.name if exc.name != name else name
         raise UserError(f"{where or what} '{missing}' not found in {dirs}; create it or fix the name") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise UserError(f"{exc.filename or _where(env, name)}:{exc.lineno}: template syntax error "
-                        f"({_one_line(exc.message or '')}); fix the template") from None
+        raise UserError(
+            f"{exc.filename or _where(env, name)}:{exc.lineno}: template syntax error "
+            f"({_one_line(exc.message or '')}); fix the template"
+        ) from None
     path = tpl.filename or _where(env, name)
     try:
         if limit is None:
@@ -225,11 +241,14 @@ def render(env: jinja2.Environment, name: str, variables: Mapping[str, Any], *, 
         dirs = ", ".join(str(d) for d in loader.dirs) if isinstance(loader, ConfinedLoader) else "its folder"
         raise UserError(f"{_origin(exc, path)}: includes '{exc.name}', which is not in {dirs}") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise UserError(f"{exc.filename or path}:{exc.lineno}: template syntax error ({_one_line(exc.message or '')}); "
-                        "fix the template") from None
+        raise UserError(
+            f"{exc.filename or path}:{exc.lineno}: template syntax error ({_one_line(exc.message or '')}); fix the template"
+        ) from None
     except SecurityError as exc:
-        raise UserError(f"{_origin(exc, path)}: unsafe template operation blocked by the sandbox ({_one_line(exc)}); "
-                        "templates may only read the variables they are given") from None
+        raise UserError(
+            f"{_origin(exc, path)}: unsafe template operation blocked by the sandbox ({_one_line(exc)}); "
+            "templates may only read the variables they are given"
+        ) from None
     except jinja2.UndefinedError as exc:
         available = ", ".join(sorted(variables))
         raise UserError(f"{_origin(exc, path)}: {_one_line(exc.message or exc)}; variables available: {available}") from None
@@ -253,13 +272,20 @@ def compile_check(env: jinja2.Environment, name: str) -> Path | None:
         dirs = ", ".join(str(d) for d in loader.dirs) if isinstance(loader, ConfinedLoader) else "its folder"
         raise UserError(f"{what} '{name}' not found in {dirs}; create it or fix the name") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise UserError(f"{exc.filename or name}:{exc.lineno}: template syntax error ({_one_line(exc.message or '')}); "
-                        "fix the template") from None
+        raise UserError(
+            f"{exc.filename or name}:{exc.lineno}: template syntax error ({_one_line(exc.message or '')}); fix the template"
+        ) from None
     return Path(tpl.filename) if tpl.filename else None
 
 
 __all__ = [
-    "MAX_TEMPLATE_BYTES", "MAX_RENDER_CHARS", "ConfinedLoader", "Sandbox", "check_name", "compile_check",
-    "environment", "render", "resolve",
+    "MAX_TEMPLATE_BYTES",
+    "MAX_RENDER_CHARS",
+    "ConfinedLoader",
+    "Sandbox",
+    "check_name",
+    "compile_check",
+    "environment",
+    "render",
+    "resolve",
 ]
-

@@ -23,6 +23,15 @@ from .records.transcript import (
 JSON_SCHEMA = json_schema("transcript")
 
 __all__ = [
-    "JSON_SCHEMA", "OLD_SCHEMAS", "SCHEMA", "USER", "AgentInfo", "PlayedPersona", "SystemInfo", "Transcript", "Turn",
-    "make_dialogue_id", "validate",
+    "JSON_SCHEMA",
+    "OLD_SCHEMAS",
+    "SCHEMA",
+    "USER",
+    "AgentInfo",
+    "PlayedPersona",
+    "SystemInfo",
+    "Transcript",
+    "Turn",
+    "make_dialogue_id",
+    "validate",
 ]

@@ -126,8 +126,11 @@ def parse_yaml_text(text: str, where: str | Path) -> YamlDoc:
         finally:
             loader.dispose()
         if _expanded_size(data, {}, set()) > MAX_NODES:
-            raise _Problem(None, f"expands to more than {MAX_NODES:,} values through anchors and aliases; "
-                                 "write the values out or use fewer aliases")
+            raise _Problem(
+                None,
+                f"expands to more than {MAX_NODES:,} values through anchors and aliases; "
+                "write the values out or use fewer aliases",
+            )
     except _Problem as exc:
         at = f"{where}:{exc.line}" if exc.line else str(where)
         raise UserError(f"{at}: {exc.message}") from None
@@ -154,14 +157,34 @@ def load_yaml(path: str | Path, *, limit: int = MAX_CONFIG_BYTES, what: str = "a
     return read_yaml(path, limit=limit, what=what).data
 
 
-_TYPE_NAMES = {bool: "a boolean", int: "a whole number", float: "a number", str: "a string", list: "a list",
-               dict: "a mapping", type(None): "null"}
-_TYPE_ERRORS = {"int_type", "int_from_float", "int_parsing", "float_type", "float_parsing", "bool_type",
-                "bool_parsing", "string_type", "list_type", "dict_type", "model_type", "literal_error"}
+_TYPE_NAMES = {
+    bool: "a boolean",
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "a mapping",
+    type(None): "null",
+}
+_TYPE_ERRORS = {
+    "int_type",
+    "int_from_float",
+    "int_parsing",
+    "float_type",
+    "float_parsing",
+    "bool_type",
+    "bool_parsing",
+    "string_type",
+    "list_type",
+    "dict_type",
+    "model_type",
+    "literal_error",
+}
 
 
-def validation_message(path: str | Path, exc: ValidationError, *, doc: YamlDoc | None = None,
-                       prefix: tuple[Any, ...] = ()) -> str:
+def validation_message(
+    path: str | Path, exc: ValidationError, *, doc: YamlDoc | None = None, prefix: tuple[Any, ...] = ()
+) -> str:
     err = exc.errors()[0]
     loc_t = tuple(err["loc"])
     loc = ".".join(str(p) for p in (*prefix, *loc_t)) or "(top level)"
@@ -174,8 +197,11 @@ def validation_message(path: str | Path, exc: ValidationError, *, doc: YamlDoc |
         msg = "required field is missing; add it"
     elif err["type"] in _TYPE_ERRORS and "input" in err:
         got = _TYPE_NAMES.get(type(err["input"]), type(err["input"]).__name__)
-        shown = f" ({err['input']!r})" if isinstance(err["input"], (bool, int, float)) or (
-            isinstance(err["input"], str) and len(err["input"]) <= 40) else ""
+        shown = (
+            f" ({err['input']!r})"
+            if isinstance(err["input"], (bool, int, float)) or (isinstance(err["input"], str) and len(err["input"]) <= 40)
+            else ""
+        )
         msg = f"{msg}, got {got}{shown}"
     more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
     line = doc.line_of((*prefix, *loc_t)) if doc is not None else None
@@ -183,8 +209,9 @@ def validation_message(path: str | Path, exc: ValidationError, *, doc: YamlDoc |
     return f"{at}: field '{loc}': {msg}{more}"
 
 
-def validate(model: type[M], data: Any, where: str | Path, *, doc: YamlDoc | None = None,
-             prefix: tuple[Any, ...] = (), strict: bool = True) -> M:
+def validate(
+    model: type[M], data: Any, where: str | Path, *, doc: YamlDoc | None = None, prefix: tuple[Any, ...] = (), strict: bool = True
+) -> M:
     """``model.model_validate(data)`` in strict mode; a ValidationError becomes one line."""
     if not isinstance(data, dict):
         got = _TYPE_NAMES.get(type(data), type(data).__name__)

@@ -21,8 +21,17 @@ from pathlib import Path
 from typing import Any
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-extensions", "--mute-audio", "--window-size=1280,900",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--mute-audio",
+    "--window-size=1280,900",
     "--remote-debugging-pipe",
 ]
 
@@ -46,8 +55,11 @@ PAGE_STATE_JS = """
 
 
 def chromium_path() -> str | None:
-    return os.environ.get("MASCOT_CHROMIUM") or shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    return (
+        os.environ.get("MASCOT_CHROMIUM")
+        or shutil.which("chromium")
+        or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    )
 
 
 @dataclass
@@ -78,9 +90,20 @@ class Chromium:
         with open(self.stderr_path, "wb") as err:
             # bash (dash cannot redirect fds above 9) places our pipe ends on fds 3 (commands in) and 4 (replies out), then becomes Chromium
             self.proc = subprocess.Popen(
-                [shutil.which("bash") or "/bin/bash", "-c", f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-', "sh",
-                 binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                [
+                    shutil.which("bash") or "/bin/bash",
+                    "-c",
+                    f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-',
+                    "sh",
+                    binary,
+                    *FLAGS,
+                    f"--user-data-dir={profile}",
+                    "about:blank",
+                ],
+                pass_fds=(to_chrome_r, from_chrome_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
                 start_new_session=True,
             )
         os.close(to_chrome_r)
@@ -99,7 +122,9 @@ class Chromium:
             if ready:
                 chunk = os.read(self._r, 1 << 20)
                 if not chunk:
-                    raise RuntimeError(f"Chromium closed the DevTools pipe (exit {self.proc.poll()}); stderr: {self.stderr_tail()}")
+                    raise RuntimeError(
+                        f"Chromium closed the DevTools pipe (exit {self.proc.poll()}); stderr: {self.stderr_tail()}"
+                    )
                 self._buf += chunk
             elif self.proc.poll() is not None:
                 raise RuntimeError(f"Chromium exited with {self.proc.returncode}; stderr: {self.stderr_tail()}")
@@ -141,8 +166,9 @@ class Chromium:
         self.events = [e for e in self.events if e.get("sessionId") != session]  # drop about:blank's events
         self.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
         self.wait_event("Page.loadEventFired", session)
-        res = self.send("Runtime.evaluate", {"expression": PAGE_STATE_JS, "awaitPromise": True, "returnByValue": True},
-                        session=session)
+        res = self.send(
+            "Runtime.evaluate", {"expression": PAGE_STATE_JS, "awaitPromise": True, "returnByValue": True}, session=session
+        )
         if "exceptionDetails" in res:
             raise RuntimeError(f"page state script failed: {res['exceptionDetails']}")
         out = PageResult(state=res["result"]["value"])
@@ -151,8 +177,9 @@ class Chromium:
         return out
 
     def evaluate(self, expression: str) -> Any:
-        res = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True},
-                        session=self.session)
+        res = self.send(
+            "Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}, session=self.session
+        )
         if "exceptionDetails" in res:
             raise RuntimeError(f"script failed: {res['exceptionDetails']}")
         return res["result"].get("value")

@@ -56,16 +56,22 @@ def _view(root: Path, view: Path) -> Path:
     return view
 
 
-def find_data(env: Mapping[str, str], repo: Path, cache_root: Path, view: Callable[[], Path],
-              downloaders: Mapping[str, Callable[[Path], None]] | None = None) -> Found:
+def find_data(
+    env: Mapping[str, str],
+    repo: Path,
+    cache_root: Path,
+    view: Callable[[], Path],
+    downloaders: Mapping[str, Callable[[Path], None]] | None = None,
+) -> Found:
     """Locate (or fetch, when online) the datasets; ``view()`` makes an empty folder for the links."""
     value = env.get("MASCOT_DATA_DIR", "")
     if value:
         p = Path(value).expanduser()
         if p.is_dir():
             return Found(p, "MASCOT_DATA_DIR")
-        return Found(None, "none", f"{NO_DATA}MASCOT_DATA_DIR={value} is not a folder; point it to the dataset "
-                                   "folder or unset it")
+        return Found(
+            None, "none", f"{NO_DATA}MASCOT_DATA_DIR={value} is not a folder; point it to the dataset folder or unset it"
+        )
     shared = repo.parent / "shared" / "data"
     if shared.is_dir():
         return Found(shared, "../shared/data")
@@ -75,8 +81,12 @@ def find_data(env: Mapping[str, str], repo: Path, cache_root: Path, view: Callab
     where = f"no MASCOT_DATA_DIR, no {shared} and {', '.join(missing)} not in {cache_root}"
     if offline(env):
         on = [v for v in OFFLINE_VARS if env.get(v) == "1"]
-        return Found(None, "none", f"{NO_DATA}{where}, and offline ({', '.join(f'{v}=1' for v in on)}) so not "
-                                   "downloaded; set MASCOT_DATA_DIR to the dataset folder, or run the tests online once")
+        return Found(
+            None,
+            "none",
+            f"{NO_DATA}{where}, and offline ({', '.join(f'{v}=1' for v in on)}) so not "
+            "downloaded; set MASCOT_DATA_DIR to the dataset folder, or run the tests online once",
+        )
     if downloaders is None:
         from mascot_eval.data.sources import DOWNLOADERS as downloaders
     from mascot_eval.errors import UserError
@@ -87,8 +97,11 @@ def find_data(env: Mapping[str, str], repo: Path, cache_root: Path, view: Callab
         except UserError as exc:
             if not exc.message.startswith("could not download"):
                 raise  # a release that does not match its pin is a failure, never a skip
-            return Found(None, "none", f"{NO_DATA}{where}, and the download failed ({exc.message}); set "
-                                       "MASCOT_DATA_DIR to the dataset folder")
+            return Found(
+                None,
+                "none",
+                f"{NO_DATA}{where}, and the download failed ({exc.message}); set MASCOT_DATA_DIR to the dataset folder",
+            )
     still = _missing(cache_root)
     if still:
         raise RuntimeError(f"the downloaders of {', '.join(still)} did not write {cache_root}/{FILES[still[0]][0]}")

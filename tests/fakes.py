@@ -37,8 +37,14 @@ class FakeBackend(Backend):
 
     def _response(self, request: ChatRequest, text: str, completion_tokens: int, **extra) -> ChatResponse:
         prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
-        return ChatResponse(text=text, finish_reason="stop", usage=Usage(prompt_tokens, completion_tokens),
-                            latency_s=0.0, model=self.spec, **extra)
+        return ChatResponse(
+            text=text,
+            finish_reason="stop",
+            usage=Usage(prompt_tokens, completion_tokens),
+            latency_s=0.0,
+            model=self.spec,
+            **extra,
+        )
 
 
 if "fake" not in BACKENDS:

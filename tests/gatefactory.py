@@ -36,8 +36,9 @@ def jittered(seed: int, salt: str, *, p_down: float, p_up: float):
     return score
 
 
-def simulate_d(rng: np.random.Generator, n: int, *, base: tuple[float, float], cand: tuple[float, float],
-               judges: int = 1) -> dict[str, np.ndarray]:
+def simulate_d(
+    rng: np.random.Generator, n: int, *, base: tuple[float, float], cand: tuple[float, float], judges: int = 1
+) -> dict[str, np.ndarray]:
     """Per-dialogue paired differences (0-100 points) of agent.overall and group.overall under the item
     model, without building run directories: {measure: array of n} (one dialogue per context)."""
     n_agent, n_group = len(AGENTS) * len(AGENT_CRITERIA), len(GROUP_CRITERIA)

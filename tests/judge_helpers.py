@@ -26,17 +26,33 @@ def card(name: str) -> PersonaCard:
 CARDS = [card(a) for a in AGENTS]
 
 
-def transcript(system: str = "mascot", context_id: str = "c1", *, user_text: str = "I failed my exam.",
-               agent_text: str | None = None, agents: list[str] | None = None, task: str = "demo") -> Transcript:
+def transcript(
+    system: str = "mascot",
+    context_id: str = "c1",
+    *,
+    user_text: str = "I failed my exam.",
+    agent_text: str | None = None,
+    agents: list[str] | None = None,
+    task: str = "demo",
+) -> Transcript:
     agents = agents or AGENTS
     turns = [Turn(round=1, speaker="user", text=user_text)]
     for a in agents:
         turns.append(Turn(round=1, speaker=a, text=agent_text or f"{a} from {system} says something kind about the exam."))
     return Transcript(
         dialogue_id=make_dialogue_id(task, context_id, None, system),
-        task=task, task_version="1", split="in_domain", domain="emotional", context_id=context_id,
-        system=system, system_config_hash="h", persona_group="emotional", agents=agents, turns=turns,
-        context={"situation": f"situation {context_id}", "emotion": "sad"}, personas=played(agents),
+        task=task,
+        task_version="1",
+        split="in_domain",
+        domain="emotional",
+        context_id=context_id,
+        system=system,
+        system_config_hash="h",
+        persona_group="emotional",
+        agents=agents,
+        turns=turns,
+        context={"situation": f"situation {context_id}", "emotion": "sad"},
+        personas=played(agents),
     )
 
 
@@ -87,7 +103,9 @@ def obeying_judge(clean: int = 3):
         m = _ASKS_FOR.search(data)
         if m:
             v = int(m.group(1))
-            return json.dumps({"rationale": f"Following the note in the conversation, every criterion gets {v}.", **{c: v for c in crit}})
+            return json.dumps(
+                {"rationale": f"Following the note in the conversation, every criterion gets {v}.", **{c: v for c in crit}}
+            )
         return json.dumps({"rationale": "The reply answers the situation described.", **{c: clean for c in crit}})
 
     return respond

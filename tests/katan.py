@@ -63,16 +63,37 @@ class KatanServer:
 
 @contextlib.contextmanager
 def katan_server(
-    *flags: str, model: str = "echo-model", backend: str = "echo", providers: str = "openai",
-    served_name: str | None = None, startup_timeout: float = 600.0, auto_tools: bool = False,
+    *flags: str,
+    model: str = "echo-model",
+    backend: str = "echo",
+    providers: str = "openai",
+    served_name: str | None = None,
+    startup_timeout: float = 600.0,
+    auto_tools: bool = False,
 ) -> Iterator[KatanServer]:
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="katan-"))
     log = tmp / "server.log"
     cmd = [
-        sys.executable, "-m", "llm_katan.cli", "--model", model, "--backend", backend,
-        "--host", "127.0.0.1", "--port", str(port), "--providers", providers,
-        "--stats-file", str(tmp / "stats.json"), "--disable-dashboard", "--log-level", "WARNING", *flags,
+        sys.executable,
+        "-m",
+        "llm_katan.cli",
+        "--model",
+        model,
+        "--backend",
+        backend,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--providers",
+        providers,
+        "--stats-file",
+        str(tmp / "stats.json"),
+        "--disable-dashboard",
+        "--log-level",
+        "WARNING",
+        *flags,
     ]
     if served_name:
         cmd += ["--served-model-name", served_name]

@@ -13,8 +13,15 @@ from tests.judge_helpers import played
 AGENTS = ["Anchor", "Catalyst", "Beacon"]
 
 
-def dialogue(rounds: list[tuple[str, list[tuple[str, str]]]], *, system: str = "sys", task: str = "t", ctx: str = "c1",
-             agents: list[str] | None = None, group: str = "emotional") -> Transcript:
+def dialogue(
+    rounds: list[tuple[str, list[tuple[str, str]]]],
+    *,
+    system: str = "sys",
+    task: str = "t",
+    ctx: str = "c1",
+    agents: list[str] | None = None,
+    group: str = "emotional",
+) -> Transcript:
     """``rounds``: [(user text, [(agent, text), ...]), ...]; rounds are numbered from 1."""
     turns = []
     for r, (user, replies) in enumerate(rounds, start=1):
@@ -23,9 +30,18 @@ def dialogue(rounds: list[tuple[str, list[tuple[str, str]]]], *, system: str = "
             turns.append(Turn(round=r, speaker=agent, text=text))
     names = agents or list(dict.fromkeys(a for _, rep in rounds for a, _ in rep))
     return Transcript(
-        dialogue_id=make_dialogue_id(task, ctx, None, system), task=task, task_version="1", split="in_domain",
-        domain="emotional", context_id=ctx, system=system, system_config_hash="h", persona_group=group,
-        agents=names, turns=turns, personas=played(names, group),
+        dialogue_id=make_dialogue_id(task, ctx, None, system),
+        task=task,
+        task_version="1",
+        split="in_domain",
+        domain="emotional",
+        context_id=ctx,
+        system=system,
+        system_config_hash="h",
+        persona_group=group,
+        agents=names,
+        turns=turns,
+        personas=played(names, group),
     )
 
 

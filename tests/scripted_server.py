@@ -41,8 +41,12 @@ class ScriptedServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 with server._lock:
                     n = len(server.requests) + 1
-                    rec = {"model": body.get("model"), "messages": body.get("messages"), "n": n,
-                           "key": request_key(body.get("model"), body.get("messages"))}
+                    rec = {
+                        "model": body.get("model"),
+                        "messages": body.get("messages"),
+                        "n": n,
+                        "key": request_key(body.get("model"), body.get("messages")),
+                    }
                     server.requests.append(rec)
                 server.seen.set()
                 server.gate.wait()
@@ -54,12 +58,20 @@ class ScriptedServer:
                 else:
                     rec["status"] = 200
                     words = sum(len(m["content"].split()) for m in rec["messages"])
-                    data = json.dumps({
-                        "id": f"r{n}", "object": "chat.completion", "created": 0, "model": rec["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": out}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": words, "completion_tokens": len(out.split()),
-                                  "total_tokens": words + len(out.split())},
-                    }).encode()
+                    data = json.dumps(
+                        {
+                            "id": f"r{n}",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": rec["model"],
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": out}, "finish_reason": "stop"}],
+                            "usage": {
+                                "prompt_tokens": words,
+                                "completion_tokens": len(out.split()),
+                                "total_tokens": words + len(out.split()),
+                            },
+                        }
+                    ).encode()
                     self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))

@@ -43,12 +43,20 @@ def _rows(judge, scores, level="group", status=None):
     for i, s in enumerate(scores):
         for c in GROUP_CRITERIA:
             ok = s is not None
-            out.append({
-                "dialogue_id": f"demo:c{i}:-:sys{i % 2}", "pair_key": f"demo:c{i}:-", "system": f"sys{i % 2}",
-                "judge": judge, "level": level, "agent": None, "criterion": c,
-                "score": float(s) if ok else None, "status": "scored" if ok else "unscored",
-                "reason": None if ok else "parse_failed: x",
-            })
+            out.append(
+                {
+                    "dialogue_id": f"demo:c{i}:-:sys{i % 2}",
+                    "pair_key": f"demo:c{i}:-",
+                    "system": f"sys{i % 2}",
+                    "judge": judge,
+                    "level": level,
+                    "agent": None,
+                    "criterion": c,
+                    "score": float(s) if ok else None,
+                    "status": "scored" if ok else "unscored",
+                    "reason": None if ok else "parse_failed: x",
+                }
+            )
     return out
 
 

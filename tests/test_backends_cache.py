@@ -39,8 +39,14 @@ def test_key_ignores_retry_concurrency_and_tags(fake_model, tmp_path):
     b = ModelClient(
         spec,
         ClientSettings(
-            cache_dir=str(tmp_path), max_connections=1, max_retries=0, timeout_s=5, requests_per_minute=1000,
-            tokens_per_minute=10**6, backoff_base_s=0.1, fail_on_error=0.5,
+            cache_dir=str(tmp_path),
+            max_connections=1,
+            max_retries=0,
+            timeout_s=5,
+            requests_per_minute=1000,
+            tokens_per_minute=10**6,
+            backoff_base_s=0.1,
+            fail_on_error=0.5,
         ),
     )
     assert a.key(MSGS, GenerationParams()) == b.key(MSGS, GenerationParams())

@@ -63,11 +63,18 @@ def _server(script: Script):
             return None
         if step[0] in ("429", "503"):
             return int(step[0]), {"error": {"message": "slow down"}}, {"retry-after": str(step[1])}
-        return 200, {
-            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        }, {}
+        return (
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+            {},
+        )
 
     return _serve(reply)
 
@@ -144,7 +151,9 @@ def test_key_sent_only_in_header(monkeypatch, tmp_path):
     script = Script([("ok",)])
     srv = _server(script)
     try:
-        client = ModelClient(f"openai-compatible/m@http://127.0.0.1:{srv.server_port}/v1", ClientSettings(cache_dir=str(tmp_path)))
+        client = ModelClient(
+            f"openai-compatible/m@http://127.0.0.1:{srv.server_port}/v1", ClientSettings(cache_dir=str(tmp_path))
+        )
 
         async def go():
             try:
@@ -168,7 +177,15 @@ def test_parse_chat_completion_with_logprobs():
             {
                 "message": {"role": "assistant", "content": "4"},
                 "finish_reason": "length",
-                "logprobs": {"content": [{"token": "4", "logprob": -0.1, "top_logprobs": [{"token": "4", "logprob": -0.1}, {"token": "5", "logprob": -2.5}]}]},
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "4",
+                            "logprob": -0.1,
+                            "top_logprobs": [{"token": "4", "logprob": -0.1}, {"token": "5", "logprob": -2.5}],
+                        }
+                    ]
+                },
             }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 1},
@@ -189,12 +206,22 @@ def test_anthropic_structured_output_is_a_forced_tool_and_comes_back_as_json(mon
 
     def reply(handler, body):
         seen.append(body)
-        return 200, {
-            "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "tool_use",
-            "content": [{"type": "text", "text": "Scoring now."},
-                        {"type": "tool_use", "id": "t1", "name": "answer", "input": {"rationale": "ok", "empathy": 4}}],
-            "usage": {"input_tokens": 12, "output_tokens": 9},
-        }, {}
+        return (
+            200,
+            {
+                "id": "m1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "stop_reason": "tool_use",
+                "content": [
+                    {"type": "text", "text": "Scoring now."},
+                    {"type": "tool_use", "id": "t1", "name": "answer", "input": {"rationale": "ok", "empathy": 4}},
+                ],
+                "usage": {"input_tokens": 12, "output_tokens": 9},
+            },
+            {},
+        )
 
     srv = _serve(reply)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
@@ -203,8 +230,9 @@ def test_anthropic_structured_output_is_a_forced_tool_and_comes_back_as_json(mon
 
     async def go():
         try:
-            return await client.chat([{"role": "user", "content": "score it"}],
-                                     GenerationParams(max_tokens=50, json_schema=schema))
+            return await client.chat(
+                [{"role": "user", "content": "score it"}], GenerationParams(max_tokens=50, json_schema=schema)
+            )
         finally:
             await client.aclose()
 
@@ -225,10 +253,19 @@ def _messages_server(seen: list[str]):
         seen.append(handler.path)
         if handler.path != "/v1/messages":
             return 404, {"type": "error", "error": {"type": "not_found_error", "message": f"no route {handler.path}"}}, {}
-        return 200, {
-            "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "end_turn",
-            "content": [{"type": "text", "text": "pong"}], "usage": {"input_tokens": 3, "output_tokens": 1},
-        }, {}
+        return (
+            200,
+            {
+                "id": "m1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": "pong"}],
+                "usage": {"input_tokens": 3, "output_tokens": 1},
+            },
+            {},
+        )
 
     return _serve(reply)
 

@@ -60,9 +60,16 @@ def smol_server():
 
     model = str(embedded_model_dir())
     with katan_server(
-        "--device", "cpu", "--no-quantize", "--validate-keys", "--api-keys",
+        "--device",
+        "cpu",
+        "--no-quantize",
+        "--validate-keys",
+        "--api-keys",
         f"openai={OPENAI_KEY},anthropic={ANTHROPIC_KEY}",
-        model=model, backend="transformers", providers="openai,anthropic", served_name="smollm2",
+        model=model,
+        backend="transformers",
+        providers="openai,anthropic",
+        served_name="smollm2",
     ) as srv:
         yield srv
 
@@ -132,7 +139,9 @@ def test_anthropic_sdk_against_served_embedded_model(smol_server, tmp_path, monk
 
 @pytest.fixture(scope="module")
 def flaky_server():
-    with katan_server("--error-rate", "0.3", "--max-concurrent", "16", "--validate-keys", "--api-keys", f"openai={OPENAI_KEY}") as srv:
+    with katan_server(
+        "--error-rate", "0.3", "--max-concurrent", "16", "--validate-keys", "--api-keys", f"openai={OPENAI_KEY}"
+    ) as srv:
         yield srv
 
 
@@ -159,7 +168,9 @@ def test_error_rate_every_request_succeeds_retries_counted_no_duplicates(flaky_s
 def test_401_is_not_retried_and_key_never_shown(flaky_server, tmp_path, monkeypatch):
     wrong = "sk-wrong-key-0123456789abcdef"
     monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", wrong)
-    client = ModelClient(f"openai-compatible/echo@{flaky_server.v1}", ClientSettings(cache_dir=str(tmp_path), max_retries=6, **FAST))
+    client = ModelClient(
+        f"openai-compatible/echo@{flaky_server.v1}", ClientSettings(cache_dir=str(tmp_path), max_retries=6, **FAST)
+    )
     (err,) = _ask(client, ["hello"])
     assert isinstance(err, BackendError) and err.status == 401 and not err.retryable
     assert client.calls == 1
@@ -236,8 +247,11 @@ def test_katan_tool_quirk(tmp_path, monkeypatch):
     unless `--no-auto-tool-providers <provider>` is passed (tests/katan.py passes it by default).
     Our Anthropic backend sends structured output as a forced tool, so this decides what it gets."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    schema = {"type": "object", "properties": {"score": {"type": "integer"}, "why": {"type": "string"}},
-              "required": ["score", "why"]}
+    schema = {
+        "type": "object",
+        "properties": {"score": {"type": "integer"}, "why": {"type": "string"}},
+        "required": ["score", "why"],
+    }
     params = GenerationParams(max_tokens=16, temperature=0.0, json_schema=schema)
     texts = {}
     for auto in (False, True):

@@ -37,6 +37,7 @@ SURFACES = ("task", "persona", "judge", "system", "contexts", "cli", "rundir", "
 
 # ------------------------------------------------------------------------------------------ the sandbox
 
+
 class Env:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -82,8 +83,22 @@ class Env:
         """A run directory with one real transcript (scripted model), for run-dir compatibility cases."""
         if not self.gen.exists():
             t = self.task()
-            code, out = invoke(["generate", "--task", str(t), "--system", "zero-shot", "--model", "fake/bad-input",
-                                "--limit", "1", "--out", str(self.gen), "--no-progress"])
+            code, out = invoke(
+                [
+                    "generate",
+                    "--task",
+                    str(t),
+                    "--system",
+                    "zero-shot",
+                    "--model",
+                    "fake/bad-input",
+                    "--limit",
+                    "1",
+                    "--out",
+                    str(self.gen),
+                    "--no-progress",
+                ]
+            )
             assert code == 0, out
         return self.gen
 
@@ -98,8 +113,9 @@ class Env:
                 out[rel] = "dir"
             else:
                 st = p.stat()
-                out[rel] = (f"big:{st.st_size}:{st.st_mtime_ns}" if st.st_size > 1 << 20
-                            else hashlib.sha256(p.read_bytes()).hexdigest())
+                out[rel] = (
+                    f"big:{st.st_size}:{st.st_mtime_ns}" if st.st_size > 1 << 20 else hashlib.sha256(p.read_bytes()).hexdigest()
+                )
         return out
 
 
@@ -122,8 +138,9 @@ contexts:
   - {id: c2, situation: "My friend forgot my birthday.", emotion: sad, turns: [{speaker: user, text: "Nobody called."}]}
 """
 
-GOOD_JSONL = ('{"id": "c1", "situation": "I failed my driving test again."}\n'
-              '{"id": "c2", "situation": "My friend forgot my birthday."}\n')
+GOOD_JSONL = (
+    '{"id": "c1", "situation": "I failed my driving test again."}\n{"id": "c2", "situation": "My friend forgot my birthday."}\n'
+)
 
 PAYLOADS = {
     "cycler": "{{ cycler.__init__.__globals__.os.popen('touch MARKER').read() }}",
@@ -179,9 +196,14 @@ def _prepared(tmp_root: Path) -> Path:
     (root / "data" / "empathetic_dialogues" / "test.csv").write_bytes(_ed_subset())
     (root / "cache").mkdir()
     (root / "rcache").mkdir()
-    rd = build_run(root / "run", systems=["mascot", "zero-shot", "multiagentesc"],
-                   score=noisy_scores({"mascot": 0.5, "zero-shot": 0.0, "multiagentesc": -0.3}), n_contexts=3,
-                   judges=("gpt",), metric_value=lambda s, i: 0.1 * i)
+    rd = build_run(
+        root / "run",
+        systems=["mascot", "zero-shot", "multiagentesc"],
+        score=noisy_scores({"mascot": 0.5, "zero-shot": 0.0, "multiagentesc": -0.3}),
+        n_contexts=3,
+        judges=("gpt",),
+        metric_value=lambda s, i: 0.1 * i,
+    )
     export([rd], root / "h", seed=0)
     (root / "case").mkdir()
     (root / "case" / "ctx.yaml").write_text(CONTEXTS_YAML)
@@ -194,7 +216,9 @@ def env(tmp_path, tmp_path_factory, monkeypatch) -> Env:
     src = _prepared(tmp_path_factory.getbasetemp())
     root = tmp_path / "sb"
     shutil.copytree(src, root, symlinks=True)
-    monkeypatch.setenv("MASCOT_HOME", str(root / "project"))  # the project copy is the user folder: it overrides the shipped files
+    monkeypatch.setenv(
+        "MASCOT_HOME", str(root / "project")
+    )  # the project copy is the user folder: it overrides the shipped files
     monkeypatch.setenv("MASCOT_DATA_DIR", str(root / "data"))
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(root / "cache"))
     monkeypatch.setenv("MASCOT_RESPONSE_CACHE_DIR", str(root / "rcache"))
@@ -223,6 +247,7 @@ def invoke(args: list[str]) -> tuple[int | str, str]:
 
 
 # ------------------------------------------------------------------------------------------ the table
+
 
 @dataclass
 class Case:
@@ -260,76 +285,118 @@ def _check(*extra: str, task: str | None = None, system: str = "zero-shot", judg
 
 
 def _run(env: Env, *extra: str, task: str | None = None, system: str = "zero-shot", judges: str = "none") -> list[str]:
-    args = ["run", "--task", task or str(env.task()), "--system", system, "--model", "fake/bad-input",
-            "--judges", judges, "--metrics", "none", "--no-report", "--no-progress", "--out", str(env.root / "newrun")]
+    args = [
+        "run",
+        "--task",
+        task or str(env.task()),
+        "--system",
+        system,
+        "--model",
+        "fake/bad-input",
+        "--judges",
+        judges,
+        "--metrics",
+        "none",
+        "--no-report",
+        "--no-progress",
+        "--out",
+        str(env.root / "newrun"),
+    ]
     return args + list(extra)
 
 
 def _gen(env: Env, *extra: str, task: str | None = None, system: str = "zero-shot") -> list[str]:
-    return ["generate", "--task", task or str(env.task()), "--system", system, "--model", "fake/bad-input",
-            "--no-progress", "--out", str(env.root / "newrun"), *extra]
+    return [
+        "generate",
+        "--task",
+        task or str(env.task()),
+        "--system",
+        system,
+        "--model",
+        "fake/bad-input",
+        "--no-progress",
+        "--out",
+        str(env.root / "newrun"),
+        *extra,
+    ]
 
 
 # ---- 1. task files -----------------------------------------------------------------------------------
 
+
 @case("task", "malformed-yaml", "t.yaml:7", "malformed YAML")
-def _(e): return _tv(e.task(body=TASK.replace("personas: emotional", "personas: [emotional")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("personas: emotional", "personas: [emotional")))
 
 
 @case("task", "duplicate-key", "t.yaml:11", "field 'rounds'", "duplicate key")
-def _(e): return _tv(e.task("rounds: 3\n"))
+def _(e):
+    return _tv(e.task("rounds: 3\n"))
 
 
 @case("task", "duplicate-nested-key", "t.yaml:", "source.loader", "duplicate key")
-def _(e): return _tv(e.task(body=TASK.replace("source: {loader: demo,", "source: {loader: demo, loader: jsonl,")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("source: {loader: demo,", "source: {loader: demo, loader: jsonl,")))
 
 
 @case("task", "rounds-true", "t.yaml:8", "field 'rounds'", "boolean")
-def _(e): return _tv(e.task(body=TASK.replace("rounds: 1", "rounds: true")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("rounds: 1", "rounds: true")))
 
 
 @case("task", "rounds-string", "t.yaml:8", "field 'rounds'", "string")
-def _(e): return _tv(e.task(body=TASK.replace("rounds: 1", 'rounds: "3"')))
+def _(e):
+    return _tv(e.task(body=TASK.replace("rounds: 1", 'rounds: "3"')))
 
 
 @case("task", "rounds-float", "t.yaml:8", "field 'rounds'")
-def _(e): return _tv(e.task(body=TASK.replace("rounds: 1", "rounds: 2.5")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("rounds: 1", "rounds: 2.5")))
 
 
 @case("task", "sample-size-true", "t.yaml:5", "sample.size")
-def _(e): return _tv(e.task(body=TASK.replace("size: 2", "size: true")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("size: 2", "size: true")))
 
 
 @case("task", "sample-seed-float", "t.yaml:5", "sample.seed")
-def _(e): return _tv(e.task(body=TASK.replace("seed: 1", "seed: 1.5")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("seed: 1", "seed: 1.5")))
 
 
 @case("task", "sample-size-zero", "t.yaml:5", "sample.size")
-def _(e): return _tv(e.task(body=TASK.replace("size: 2", "size: 0")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("size: 2", "size: 0")))
 
 
 @case("task", "unknown-field", "t.yaml:11", "field 'temprature'", "unknown field")
-def _(e): return _tv(e.task("temprature: 0.2\n"))
+def _(e):
+    return _tv(e.task("temprature: 0.2\n"))
 
 
 @case("task", "name-mismatch", "other.yaml", "field 'name'")
-def _(e): return _tv(e.task(body=TASK, rel="other.yaml"))
+def _(e):
+    return _tv(e.task(body=TASK, rel="other.yaml"))
 
 
 @case("task", "not-a-mapping", "t.yaml", "mapping")
-def _(e): return _tv(e.task(body="- name: t\n- split: ood\n"))
+def _(e):
+    return _tv(e.task(body="- name: t\n- split: ood\n"))
 
 
 @case("task", "empty-file", "t.yaml", "mapping")
-def _(e): return _tv(e.task(body=""))
+def _(e):
+    return _tv(e.task(body=""))
 
 
 @case("task", "latin-1", "t.yaml", "UTF-8")
-def _(e): return _tv(e.write("t.yaml", TASK.replace("demo", "démo").encode("latin-1")))
+def _(e):
+    return _tv(e.write("t.yaml", TASK.replace("demo", "démo").encode("latin-1")))
 
 
 @case("task", "over-size-limit", "t.yaml", "limit")
-def _(e): return _tv(e.write("t.yaml", TASK + ("# padding padding padding padding\n" * 12000)))
+def _(e):
+    return _tv(e.write("t.yaml", TASK + ("# padding padding padding padding\n" * 12000)))
 
 
 @case("task", "alias-bomb", "t.yaml", "aliases")
@@ -340,22 +407,33 @@ def _(e):
 
 
 @case("task", "path-etc-passwd", "t.yaml:4", "source.path", "absolute")
-def _(e): return _tv(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                              "source: {loader: empathetic_dialogues, path: /etc/passwd}")))
+def _(e):
+    return _tv(
+        e.task(
+            body=TASK.replace(
+                "source: {loader: demo, path: ctx.yaml}", "source: {loader: empathetic_dialogues, path: /etc/passwd}"
+            )
+        )
+    )
 
 
 @case("task", "path-dotdot", "t.yaml:4", "source.path", "..")
-def _(e): return _tv(e.task(body=TASK.replace("path: ctx.yaml", "path: ../../../../../../etc/passwd")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("path: ctx.yaml", "path: ../../../../../../etc/passwd")))
 
 
 @case("task", "dataset-path-dotdot", "t.yaml:4", "source.path")
-def _(e): return _tv(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                              "source: {loader: esconv, path: ../outside/secret.txt}")))
+def _(e):
+    return _tv(
+        e.task(
+            body=TASK.replace("source: {loader: demo, path: ctx.yaml}", "source: {loader: esconv, path: ../outside/secret.txt}")
+        )
+    )
 
 
 @case("task", "jsonl-absolute-outside", "t.yaml:4", "source.path", "absolute")
-def _(e): return _tv(e.task(body=TASK.replace("loader: demo, path: ctx.yaml",
-                                              f"loader: jsonl, path: {e.outside / 'secret.jsonl'}")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("loader: demo, path: ctx.yaml", f"loader: jsonl, path: {e.outside / 'secret.jsonl'}")))
 
 
 @case("task", "jsonl-symlink-outside", "source.path", "link")
@@ -371,39 +449,63 @@ def _(e):
 
 
 @case("task", "valence-table-absolute", "source.options.valence_table", "absolute")
-def _(e): return _tv(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                              "source: {loader: empathetic_dialogues, options: {valence_table: /etc/passwd}}")))
+def _(e):
+    return _tv(
+        e.task(
+            body=TASK.replace(
+                "source: {loader: demo, path: ctx.yaml}",
+                "source: {loader: empathetic_dialogues, options: {valence_table: /etc/passwd}}",
+            )
+        )
+    )
 
 
 @case("task", "valence-table-dotdot", "source.options.valence_table")
-def _(e): return _tv(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                              "source: {loader: empathetic_dialogues, options: {valence_table: ../outside/secret.csv}}")))
+def _(e):
+    return _tv(
+        e.task(
+            body=TASK.replace(
+                "source: {loader: demo, path: ctx.yaml}",
+                "source: {loader: empathetic_dialogues, options: {valence_table: ../outside/secret.csv}}",
+            )
+        )
+    )
 
 
 @case("task", "qmsum-split-escape", "source.path")
-def _(e): return _tv(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                              "source: {loader: qmsum, options: {split: ../../../../outside/secret}}")
-                            .replace("domain: emotional", "domain: workplace")))
+def _(e):
+    return _tv(
+        e.task(
+            body=TASK.replace(
+                "source: {loader: demo, path: ctx.yaml}", "source: {loader: qmsum, options: {split: ../../../../outside/secret}}"
+            ).replace("domain: emotional", "domain: workplace")
+        )
+    )
 
 
 @case("task", "user-template-dotdot", "t.yaml:7", "user.template", "..")
-def _(e): return _tv(e.task(body=TASK.replace("user: {profiles: [none]}", "user: {profiles: [none], template: ../../../etc/passwd}")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("user: {profiles: [none]}", "user: {profiles: [none], template: ../../../etc/passwd}")))
 
 
 @case("task", "user-template-absolute", "t.yaml:7", "user.template", "absolute")
-def _(e): return _tv(e.task(body=TASK.replace("user: {profiles: [none]}", "user: {profiles: [none], template: /etc/passwd}")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("user: {profiles: [none]}", "user: {profiles: [none], template: /etc/passwd}")))
 
 
 @case("task", "unknown-persona-group", "t.yaml", "personas", "nobody")
-def _(e): return _tv(e.task(body=TASK.replace("personas: emotional", "personas: nobody")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("personas: emotional", "personas: nobody")))
 
 
 @case("task", "bad-profile", "t.yaml", "user.profiles", "INTX")
-def _(e): return _tv(e.task(body=TASK.replace("profiles: [none]", "profiles: [INTX]")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("profiles: [none]", "profiles: [INTX]")))
 
 
 @case("task", "unknown-judge", "t.yaml", "judging.judges", "lokal")
-def _(e): return _tv(e.task(body=TASK.replace("judges: [fake/judge]", "judges: [lokal]")))
+def _(e):
+    return _tv(e.task(body=TASK.replace("judges: [fake/judge]", "judges: [lokal]")))
 
 
 @case("task", "task-is-a-folder", "t.yaml", "folder")
@@ -413,29 +515,51 @@ def _(e):
 
 
 @case("task", "two-files-same-name", "--task", "both task 't'")
-def _(e): return _check(task=f"{e.task()},{e.task(body=TASK, rel='sub/t.yaml')}")
+def _(e):
+    return _check(task=f"{e.task()},{e.task(body=TASK, rel='sub/t.yaml')}")
 
 
 @case("task", "check-rounds-true", "t.yaml:8", "field 'rounds'")
-def _(e): return _check(task=str(e.task(body=TASK.replace("rounds: 1", "rounds: true"))))
+def _(e):
+    return _check(task=str(e.task(body=TASK.replace("rounds: 1", "rounds: true"))))
 
 
 @case("task", "run-duplicate-key", "t.yaml:11", "duplicate key")
-def _(e): return _run(e, task=str(e.task("rounds: 3\n")))
+def _(e):
+    return _run(e, task=str(e.task("rounds: 3\n")))
 
 
 @case("task", "run-path-etc-passwd", "t.yaml:4", "source.path")
-def _(e): return _run(e, task=str(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                                           "source: {loader: empathetic_dialogues, path: /etc/passwd}"))))
+def _(e):
+    return _run(
+        e,
+        task=str(
+            e.task(
+                body=TASK.replace(
+                    "source: {loader: demo, path: ctx.yaml}", "source: {loader: empathetic_dialogues, path: /etc/passwd}"
+                )
+            )
+        ),
+    )
 
 
 @case("task", "run-missing-context-file", "nope.yaml", "source.path")
-def _(e): return _run(e, task=str(e.task(body=TASK.replace("path: ctx.yaml", "path: nope.yaml"))))
+def _(e):
+    return _run(e, task=str(e.task(body=TASK.replace("path: ctx.yaml", "path: nope.yaml"))))
 
 
 @case("task", "generate-filter-matches-nothing", "t.yaml", "source.filters")
-def _(e): return _gen(e, task=str(e.task(body=TASK.replace("source: {loader: demo, path: ctx.yaml}",
-                                                           "source: {loader: demo, path: ctx.yaml, filters: {emotion: joyful}}"))))
+def _(e):
+    return _gen(
+        e,
+        task=str(
+            e.task(
+                body=TASK.replace(
+                    "source: {loader: demo, path: ctx.yaml}", "source: {loader: demo, path: ctx.yaml, filters: {emotion: joyful}}"
+                )
+            )
+        ),
+    )
 
 
 # ---- 2. persona cards and groups -----------------------------------------------------------------------
@@ -533,9 +657,15 @@ def _(e):
 
 @case("persona", "system-card-named-user", "s.yaml", "field 'name'", "reserved")
 def _(e):
-    return _check(task="demo", system=str(e.system(
-        "name: s\nkind: prompted\ncard: {id: me, name: User, role: helper, traits: [kind], speaking_style: plain,\n"
-        "  never: [lie], examples: [hi, hello]}\n")))
+    return _check(
+        task="demo",
+        system=str(
+            e.system(
+                "name: s\nkind: prompted\ncard: {id: me, name: User, role: helper, traits: [kind], speaking_style: plain,\n"
+                "  never: [lie], examples: [hi, hello]}\n"
+            )
+        ),
+    )
 
 
 @case("persona", "run-duplicate-member", "groups.yaml", "twice")
@@ -546,6 +676,7 @@ def _(e):
 
 # ---- 3. judge specs and templates ----------------------------------------------------------------------
 
+
 def _judge_cmd(e: Env, judge: str = "evil") -> list[str]:
     return ["judge", str(e.run), "--judges", judge, "--no-progress"]
 
@@ -555,6 +686,7 @@ def _evil_judge(e: Env, extra: str = "", body: str | None = None) -> None:
 
 
 for _p in PAYLOAD_NAMES:
+
     @case("judge", f"payload-agent-template-{_p}", "agent.j2", "sandbox")
     def _(e, _p=_p):
         e.write("agent.j2", e.payload(_p), base=e.project / "judges" / "templates")
@@ -736,7 +868,8 @@ def _(e):
 
 
 @case("judge", "ad-hoc-spec-unknown-backend", "nope/x", "backend")
-def _(e): return _judge_cmd(e, "nope/x")
+def _(e):
+    return _judge_cmd(e, "nope/x")
 
 
 @case("judge", "run-judge-payload", "agent.j2", "sandbox")
@@ -748,6 +881,7 @@ def _(e):
 # ---- 4. system configs and templates -------------------------------------------------------------------
 
 for _p in PAYLOAD_NAMES:
+
     @case("system", f"payload-agent-template-{_p}", "a.j2", "sandbox")
     def _(e, _p=_p):
         return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload(_p)})))
@@ -772,19 +906,23 @@ def _(e):
 
 
 @case("system", "generate-payload", "a.j2", "sandbox")
-def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload("cycler")})))
+def _(e):
+    return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload("cycler")})))
 
 
 @case("system", "run-payload", "a.j2", "sandbox")
-def _(e): return _run(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload("cycler")})))
+def _(e):
+    return _run(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + e.payload("cycler")})))
 
 
 @case("system", "template-name-dotdot", "s.yaml:3", "templates.agent", "..")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("a.j2", "../../outside/secret.j2"))))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("a.j2", "../../outside/secret.j2"))))
 
 
 @case("system", "template-name-absolute", "s.yaml:3", "templates.agent", "absolute")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("a.j2", str(e.outside / "secret.j2")))))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("a.j2", str(e.outside / "secret.j2")))))
 
 
 @case("system", "template-symlink-escape", "templates.agent", "outside")
@@ -796,39 +934,50 @@ def _(e):
 
 
 @case("system", "include-escape", "a.j2", "..")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "{% include '../../../outside/secret.j2' %}"})))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "{% include '../../../outside/secret.j2' %}"}))
+    )
 
 
 @case("system", "run-template-name-dotdot", "s.yaml:3", "templates.agent")
-def _(e): return _run(e, system=str(e.system(SYSTEM.replace("a.j2", "../../outside/secret.j2"))))
+def _(e):
+    return _run(e, system=str(e.system(SYSTEM.replace("a.j2", "../../outside/secret.j2"))))
 
 
 @case("system", "template-missing", "s.yaml:3", "templates.agent", "not found")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM)))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM)))
 
 
 @case("system", "template-syntax-error", "a.j2:2", "syntax")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{% for %}"})))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{% for %}"})))
 
 
 @case("system", "generate-template-syntax-error", "a.j2:2", "syntax")
-def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{% for %}"})))
+def _(e):
+    return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{% for %}"})))
 
 
 @case("system", "template-undefined-variable", "a.j2", "no_such_var")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{{ no_such_var }}"})))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{{ no_such_var }}"})))
 
 
 @case("system", "generate-template-undefined-variable", "a.j2", "no_such_var")
-def _(e): return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{{ no_such_var }}"})))
+def _(e):
+    return _gen(e, system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n{{ no_such_var }}"})))
 
 
 @case("system", "template-renders-nothing", "a.j2", "no user message")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "{# nothing #}"})))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "{# nothing #}"})))
 
 
 @case("system", "template-over-size-limit", "a.j2", "limit")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + "x" * 300_000})))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM, templates={"a.j2": "[user]\n" + "x" * 300_000})))
 
 
 @case("system", "template-latin-1", "a.j2", "UTF-8")
@@ -839,64 +988,102 @@ def _(e):
 
 
 @case("system", "unknown-template-role", "s.yaml:3", "templates", "directorr")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("agent: a.j2", "agent: a.j2, directorr: d.j2"),
-                                                              templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()),
+        system=str(e.system(SYSTEM.replace("agent: a.j2", "agent: a.j2, directorr: d.j2"), templates={"a.j2": AGENT_TEMPLATE})),
+    )
 
 
 @case("system", "options-unknown-field", "s.yaml:4", "options.reasonning")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "options: {reasonning: true}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system(SYSTEM + "options: {reasonning: true}\n", templates={"a.j2": AGENT_TEMPLATE}))
+    )
 
 
 @case("system", "options-n-examples-true", "s.yaml:4", "options.n_examples", "boolean")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "options: {n_examples: true}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system(SYSTEM + "options: {n_examples: true}\n", templates={"a.j2": AGENT_TEMPLATE}))
+    )
 
 
 @case("system", "run-options-reasoning-string", "s.yaml:4", "options.reasoning")
-def _(e): return _run(e, system=str(e.system(SYSTEM + "options: {reasoning: 'yes'}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _run(e, system=str(e.system(SYSTEM + "options: {reasoning: 'yes'}\n", templates={"a.j2": AGENT_TEMPLATE})))
 
 
 @case("system", "history-turns-true", "s.yaml:4", "history_turns", "boolean")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "history_turns: true\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM + "history_turns: true\n", templates={"a.j2": AGENT_TEMPLATE})))
 
 
 @case("system", "decoding-max-tokens-string", "s.yaml:4", "decoding.max_tokens")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + 'decoding: {max_tokens: "80"}\n', templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system(SYSTEM + 'decoding: {max_tokens: "80"}\n', templates={"a.j2": AGENT_TEMPLATE}))
+    )
 
 
 @case("system", "models-unknown-backend", "s.yaml:4", "models.agents", "nope")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "models: {agents: nope/x}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system(SYSTEM + "models: {agents: nope/x}\n", templates={"a.j2": AGENT_TEMPLATE}))
+    )
 
 
 @case("system", "run-models-unknown-backend", "s.yaml:4", "models.agents")
-def _(e): return _run(e, system=str(e.system(SYSTEM + "models: {agents: nope/x}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _run(e, system=str(e.system(SYSTEM + "models: {agents: nope/x}\n", templates={"a.j2": AGENT_TEMPLATE})))
 
 
 @case("system", "models-malformed-spec", "s.yaml:4", "models.director", "embedded")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "models: {director: embedded/foo}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()),
+        system=str(e.system(SYSTEM + "models: {director: embedded/foo}\n", templates={"a.j2": AGENT_TEMPLATE})),
+    )
 
 
 @case("system", "models-unknown-role", "s.yaml", "models.agnets", "role")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "models: {agnets: fake/x}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system(SYSTEM + "models: {agnets: fake/x}\n", templates={"a.j2": AGENT_TEMPLATE}))
+    )
 
 
 @case("system", "unknown-kind", "s.yaml:2", "field 'kind'", "promted")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("kind: prompted", "kind: promted"))))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("kind: prompted", "kind: promted"))))
 
 
 @case("system", "name-mismatch", "s.yaml", "field 'name'")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("name: s", "name: other"))))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM.replace("name: s", "name: other"))))
 
 
 @case("system", "duplicate-key", "s.yaml:4", "field 'kind'", "duplicate key")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "kind: mascot\n")))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM + "kind: mascot\n")))
 
 
 @case("system", "examples-file-absolute", "s.yaml", "options.examples_file", "absolute")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "options: {examples_file: /etc/passwd}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()),
+        system=str(e.system(SYSTEM + "options: {examples_file: /etc/passwd}\n", templates={"a.j2": AGENT_TEMPLATE})),
+    )
 
 
 @case("system", "examples-file-dotdot", "s.yaml", "options.examples_file")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "options: {examples_file: ../../outside/secret.yaml}\n", templates={"a.j2": AGENT_TEMPLATE})))
+def _(e):
+    return _check(
+        task=str(e.task()),
+        system=str(
+            e.system(SYSTEM + "options: {examples_file: ../../outside/secret.yaml}\n", templates={"a.j2": AGENT_TEMPLATE})
+        ),
+    )
 
 
 @case("system", "examples-file-symlink", "s.yaml", "options.examples_file", "link")
@@ -914,23 +1101,29 @@ def _(e):
 
 
 @case("system", "config-over-size-limit", "s.yaml", "limit")
-def _(e): return _check(task=str(e.task()), system=str(e.system(SYSTEM + "# pad pad pad pad pad pad pad pad\n" * 9000)))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system(SYSTEM + "# pad pad pad pad pad pad pad pad\n" * 9000)))
 
 
 @case("system", "self-consistency-greedy", "s.yaml", "temperature")
-def _(e): return _check(task=str(e.task()), system=str(e.system(
-    "name: s\nkind: self-consistency\ndecoding: {temperature: 0}\n")))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.system("name: s\nkind: self-consistency\ndecoding: {temperature: 0}\n")))
 
 
 @case("system", "mascot-min-above-max", "s.yaml", "min_speakers")
-def _(e): return _check(task=str(e.task()), system=str(e.system("name: s\nkind: mascot\noptions: {min_speakers: 9, max_speakers: 2}\n")))
+def _(e):
+    return _check(
+        task=str(e.task()), system=str(e.system("name: s\nkind: mascot\noptions: {min_speakers: 9, max_speakers: 2}\n"))
+    )
 
 
 @case("system", "system-file-missing", "nope.yaml", "not found")
-def _(e): return _check(task=str(e.task()), system=str(e.case / "nope.yaml"))
+def _(e):
+    return _check(task=str(e.task()), system=str(e.case / "nope.yaml"))
 
 
 # ---- 5. user JSONL contexts ----------------------------------------------------------------------------
+
 
 def _jsonl_task(e: Env, content: str | bytes | None, *, via_check: bool = False) -> list[str]:
     if content is not None:
@@ -940,55 +1133,68 @@ def _jsonl_task(e: Env, content: str | bytes | None, *, via_check: bool = False)
 
 
 @case("contexts", "latin-1", "ctx.jsonl:3", "UTF-8")
-def _(e): return _jsonl_task(e, (GOOD_JSONL + '{"id": "c3", "situation": "caf\u00e9"}\n').encode("latin-1"))
+def _(e):
+    return _jsonl_task(e, (GOOD_JSONL + '{"id": "c3", "situation": "caf\u00e9"}\n').encode("latin-1"))
 
 
 @case("contexts", "latin-1-check", "ctx.jsonl", "UTF-8")
-def _(e): return _jsonl_task(e, '{"id": "c1", "situation": "d\u00e9j\u00e0 vu"}\n'.encode("latin-1"), via_check=True)
+def _(e):
+    return _jsonl_task(e, '{"id": "c1", "situation": "d\u00e9j\u00e0 vu"}\n'.encode("latin-1"), via_check=True)
 
 
 @case("contexts", "line-not-an-object", "ctx.jsonl:2", "object")
-def _(e): return _jsonl_task(e, GOOD_JSONL.splitlines()[0] + '\n["c2", "x"]\n')
+def _(e):
+    return _jsonl_task(e, GOOD_JSONL.splitlines()[0] + '\n["c2", "x"]\n')
 
 
 @case("contexts", "unknown-key", "ctx.jsonl:1", "field 'mood'")
-def _(e): return _jsonl_task(e, '{"id": "c1", "situation": "x", "mood": 1}\n')
+def _(e):
+    return _jsonl_task(e, '{"id": "c1", "situation": "x", "mood": 1}\n')
 
 
 @case("contexts", "duplicate-id", "ctx.jsonl:2", "twice")
-def _(e): return _jsonl_task(e, '{"id": "c1", "situation": "x"}\n{"id": "c1", "situation": "y"}\n')
+def _(e):
+    return _jsonl_task(e, '{"id": "c1", "situation": "x"}\n{"id": "c1", "situation": "y"}\n')
 
 
 @case("contexts", "missing-id", "ctx.jsonl:1", "field 'id'")
-def _(e): return _jsonl_task(e, '{"situation": "x"}\n')
+def _(e):
+    return _jsonl_task(e, '{"situation": "x"}\n')
 
 
 @case("contexts", "id-is-a-number", "ctx.jsonl:1", "field 'id'")
-def _(e): return _jsonl_task(e, '{"id": 7, "situation": "x"}\n')
+def _(e):
+    return _jsonl_task(e, '{"id": 7, "situation": "x"}\n')
 
 
 @case("contexts", "situation-is-a-number", "ctx.jsonl:1", "field 'situation'")
-def _(e): return _jsonl_task(e, '{"id": "c1", "situation": 5}\n')
+def _(e):
+    return _jsonl_task(e, '{"id": "c1", "situation": 5}\n')
 
 
 @case("contexts", "turns-not-a-list", "ctx.jsonl:1", "field 'turns'")
-def _(e): return _jsonl_task(e, '{"id": "c1", "situation": "x", "turns": "hello"}\n')
+def _(e):
+    return _jsonl_task(e, '{"id": "c1", "situation": "x", "turns": "hello"}\n')
 
 
 @case("contexts", "empty-file", "ctx.jsonl", "empty")
-def _(e): return _jsonl_task(e, "")
+def _(e):
+    return _jsonl_task(e, "")
 
 
 @case("contexts", "only-blank-lines", "ctx.jsonl", "empty")
-def _(e): return _jsonl_task(e, "\n\n  \n", via_check=True)
+def _(e):
+    return _jsonl_task(e, "\n\n  \n", via_check=True)
 
 
 @case("contexts", "truncated-last-line", "ctx.jsonl:3", "cut off")
-def _(e): return _jsonl_task(e, GOOD_JSONL + '{"id": "c3", "situ')
+def _(e):
+    return _jsonl_task(e, GOOD_JSONL + '{"id": "c3", "situ')
 
 
 @case("contexts", "invalid-json-mid-file", "ctx.jsonl:2", "not valid JSON")
-def _(e): return _jsonl_task(e, '{"id": "c1", "situation": "x"}\n{id: c2}\n{"id": "c3", "situation": "z"}\n')
+def _(e):
+    return _jsonl_task(e, '{"id": "c1", "situation": "x"}\n{id: c2}\n{"id": "c3", "situation": "z"}\n')
 
 
 @case("contexts", "over-size-limit", "ctx.jsonl", "limit")
@@ -1008,13 +1214,17 @@ def _(e):
 @case("contexts", "filter-matches-nothing", "t.yaml", "source.filters.emotion")
 def _(e):
     e.write("ctx.jsonl", GOOD_JSONL)
-    return _tv(e.task(body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl, filters: {emotion: joyful}")))
+    return _tv(
+        e.task(body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl, filters: {emotion: joyful}"))
+    )
 
 
 @case("contexts", "sample-larger-than-file", "t.yaml", "sample.size")
 def _(e):
     e.write("ctx.jsonl", GOOD_JSONL)
-    return _tv(e.task(body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl").replace("size: 2", "size: 5")))
+    return _tv(
+        e.task(body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl").replace("size: 2", "size: 5"))
+    )
 
 
 @case("contexts", "demo-yaml-duplicate-key", "ctx.yaml:", "duplicate key")
@@ -1037,28 +1247,35 @@ def _(e):
 
 # ---- 6. CLI arguments ----------------------------------------------------------------------------------
 
+
 @case("cli", "judge-judges-empty", "--judges")
-def _(e): return ["judge", str(e.run), "--judges", ""]
+def _(e):
+    return ["judge", str(e.run), "--judges", ""]
 
 
 @case("cli", "judge-judges-comma", "--judges")
-def _(e): return ["judge", str(e.run), "--judges", " , "]
+def _(e):
+    return ["judge", str(e.run), "--judges", " , "]
 
 
 @case("cli", "judge-levels-bogus", "--levels", "bogus")
-def _(e): return ["judge", str(e.run), "--judges", "fake/j", "--levels", "bogus"]
+def _(e):
+    return ["judge", str(e.run), "--judges", "fake/j", "--levels", "bogus"]
 
 
 @case("cli", "judge-levels-empty", "--levels")
-def _(e): return ["judge", str(e.run), "--judges", "fake/j", "--levels", ""]
+def _(e):
+    return ["judge", str(e.run), "--judges", "fake/j", "--levels", ""]
 
 
 @case("cli", "check-judges-empty", "--judges", "empty")
-def _(e): return _check(task=str(e.task()), judges="")
+def _(e):
+    return _check(task=str(e.task()), judges="")
 
 
 @case("cli", "run-judges-empty", "--judges", "empty")
-def _(e): return _run(e, judges="")
+def _(e):
+    return _run(e, judges="")
 
 
 @case("cli", "run-metrics-empty", "--metrics", "empty")
@@ -1069,51 +1286,63 @@ def _(e):
 
 
 @case("cli", "check-metrics-empty", "--metrics")
-def _(e): return [*_check(task=str(e.task())), "--metrics", ""]
+def _(e):
+    return [*_check(task=str(e.task())), "--metrics", ""]
 
 
 @case("cli", "check-metrics-all-plus", "--metrics", "all")
-def _(e): return [*_check(task=str(e.task())), "--metrics", "all,distinct_1"]
+def _(e):
+    return [*_check(task=str(e.task())), "--metrics", "all,distinct_1"]
 
 
 @case("cli", "check-judges-none-plus", "--judges", "none")
-def _(e): return _check(task=str(e.task()), judges="none,fake/j")
+def _(e):
+    return _check(task=str(e.task()), judges="none,fake/j")
 
 
 @case("cli", "check-unknown-metric", "distinkt_1")
-def _(e): return [*_check(task=str(e.task())), "--metrics", "distinkt_1"]
+def _(e):
+    return [*_check(task=str(e.task())), "--metrics", "distinkt_1"]
 
 
 @case("cli", "check-model-unknown", "--model", "nope")
-def _(e): return ["check", "--task", str(e.task()), "--system", "zero-shot", "--model", "nope/x", "--judges", "none"]
+def _(e):
+    return ["check", "--task", str(e.task()), "--system", "zero-shot", "--model", "nope/x", "--judges", "none"]
 
 
 @case("cli", "check-user-model-malformed", "--user-model", "embedded")
-def _(e): return [*_check(task=str(e.task())), "--user-model", "embedded/foo"]
+def _(e):
+    return [*_check(task=str(e.task())), "--user-model", "embedded/foo"]
 
 
 @case("cli", "run-model-unknown", "nope")
-def _(e): return [a if a != "fake/bad-input" else "nope/x" for a in _run(e)]
+def _(e):
+    return [a if a != "fake/bad-input" else "nope/x" for a in _run(e)]
 
 
 @case("cli", "run-user-model-malformed", "embedded/foo")
-def _(e): return [*_run(e), "--user-model", "embedded/foo"]
+def _(e):
+    return [*_run(e), "--user-model", "embedded/foo"]
 
 
 @case("cli", "metrics-empty", "--metrics")
-def _(e): return ["metrics", str(e.run), "--metrics", ""]
+def _(e):
+    return ["metrics", str(e.run), "--metrics", ""]
 
 
 @case("cli", "metrics-unknown", "distinkt_1")
-def _(e): return ["metrics", str(e.run), "--metrics", "distinkt_1"]
+def _(e):
+    return ["metrics", str(e.run), "--metrics", "distinkt_1"]
 
 
 @case("cli", "compare-two-systems", "--systems", "three")
-def _(e): return ["compare", str(e.run), "--judges", "fake/j", "--systems", "mascot,zero-shot"]
+def _(e):
+    return ["compare", str(e.run), "--judges", "fake/j", "--systems", "mascot,zero-shot"]
 
 
 @case("cli", "check-checkpoint-missing", "--checkpoint")
-def _(e): return [*_check(task=str(e.task())), "--checkpoint", str(e.case / "nockpt")]
+def _(e):
+    return [*_check(task=str(e.task())), "--checkpoint", str(e.case / "nockpt")]
 
 
 @case("cli", "check-checkpoint-bad-json", "checkpoint.json", "JSON")
@@ -1141,27 +1370,33 @@ def _(e):
 
 
 @case("cli", "check-data-dir-missing", "data directory")
-def _(e): return [*_check(task=str(e.task())), "--data-dir", str(e.case / "nodata")]
+def _(e):
+    return [*_check(task=str(e.task())), "--data-dir", str(e.case / "nodata")]
 
 
 @case("cli", "check-task-empty", "--task")
-def _(e): return _check(task="")
+def _(e):
+    return _check(task="")
 
 
 @case("cli", "run-task-empty", "--task")
-def _(e): return [*_run(e)[:2], "", *_run(e)[3:]]
+def _(e):
+    return [*_run(e)[:2], "", *_run(e)[3:]]
 
 
 @case("cli", "check-system-empty", "--system")
-def _(e): return _check(task=str(e.task()), system="")
+def _(e):
+    return _check(task=str(e.task()), system="")
 
 
 @case("cli", "check-levels-bogus", "--levels")
-def _(e): return [*_check(task=str(e.task())), "--levels", "agent,everything"]
+def _(e):
+    return [*_check(task=str(e.task())), "--levels", "agent,everything"]
 
 
 @case("cli", "check-limit-zero", "--limit")
-def _(e): return [*_check(task=str(e.task())), "--limit", "0"]
+def _(e):
+    return [*_check(task=str(e.task())), "--limit", "0"]
 
 
 @case("cli", "report-two-runs-no-out", "--out")
@@ -1171,45 +1406,55 @@ def _(e):
 
 
 @case("cli", "report-out-is-a-folder", "--out", "directory")
-def _(e): return ["report", str(e.run), "--out", str(e.case)]
+def _(e):
+    return ["report", str(e.run), "--out", str(e.case)]
 
 
 @case("cli", "leaderboard-out-is-a-folder", "--out", "directory")
-def _(e): return ["leaderboard", str(e.run), "--out", str(e.case)]
+def _(e):
+    return ["leaderboard", str(e.run), "--out", str(e.case)]
 
 
 @case("cli", "leaderboard-markdown-parent-is-a-file", "--markdown")
-def _(e): return ["leaderboard", str(e.run), "--out", str(e.case / "lb.csv"), "--markdown", str(e.case / "ctx.yaml" / "lb.md")]
+def _(e):
+    return ["leaderboard", str(e.run), "--out", str(e.case / "lb.csv"), "--markdown", str(e.case / "ctx.yaml" / "lb.md")]
 
 
 @case("cli", "agreement-unknown-judge", "--judges", "claude")
-def _(e): return ["agreement", str(e.run), "--judges", "claude"]
+def _(e):
+    return ["agreement", str(e.run), "--judges", "claude"]
 
 
 @case("cli", "human-export-out-is-a-file", "--out")
-def _(e): return ["human", "export", str(e.run), "--out", str(e.case / "ctx.yaml")]
+def _(e):
+    return ["human", "export", str(e.run), "--out", str(e.case / "ctx.yaml")]
 
 
 @case("cli", "human-export-bad-levels", "--levels")
-def _(e): return ["human", "export", str(e.run), "--out", str(e.root / "h3"), "--levels", "agents"]
+def _(e):
+    return ["human", "export", str(e.run), "--out", str(e.root / "h3"), "--levels", "agents"]
 
 
 @case("cli", "compare-out-is-a-file", "--out")
-def _(e): return ["compare", str(e.run), "--judges", "fake/j", "--out", str(e.case / "ctx.yaml")]
+def _(e):
+    return ["compare", str(e.run), "--judges", "fake/j", "--out", str(e.case / "ctx.yaml")]
 
 
 # ---- 7. run directories --------------------------------------------------------------------------------
+
 
 def _break(e: Env, name: str, content: str | bytes) -> Path:
     return e.write(name, content, base=e.run)
 
 
 @case("rundir", "judge-missing-dir", "does not exist")
-def _(e): return ["judge", str(e.root / "nope"), "--judges", "fake/j"]
+def _(e):
+    return ["judge", str(e.root / "nope"), "--judges", "fake/j"]
 
 
 @case("rundir", "judge-a-file", "ctx.yaml", "file")
-def _(e): return ["judge", str(e.case / "ctx.yaml"), "--judges", "fake/j"]
+def _(e):
+    return ["judge", str(e.case / "ctx.yaml"), "--judges", "fake/j"]
 
 
 @case("rundir", "judge-empty-folder", "empty", "not a run directory")
@@ -1408,21 +1653,30 @@ def _(e):
 
 
 @case("rundir", "check-out-is-a-file", "--out", "file")
-def _(e): return [*_check(task=str(e.task())), "--out", str(e.case / "ctx.yaml")]
+def _(e):
+    return [*_check(task=str(e.task())), "--out", str(e.case / "ctx.yaml")]
 
 
 @case("rundir", "check-out-foreign-folder", "--out", "not a run directory")
-def _(e): return [*_check(task=str(e.task())), "--out", str(e.case)]
+def _(e):
+    return [*_check(task=str(e.task())), "--out", str(e.case)]
 
 
 @case("rundir", "compare-out-foreign-folder", "not a run directory")
-def _(e): return ["compare", str(e.run), "--judges", "fake/j", "--out", str(e.project)]
+def _(e):
+    return ["compare", str(e.run), "--judges", "fake/j", "--out", str(e.project)]
 
 
 # ---- 8. human-rating sheets ----------------------------------------------------------------------------
 
-def _sheet(e: Env, transform: Callable[[list[list[str]]], list[list[str]]] | None = None, *,
-           raw: bytes | None = None, name: str = "filled.csv") -> Path:
+
+def _sheet(
+    e: Env,
+    transform: Callable[[list[list[str]]], list[list[str]]] | None = None,
+    *,
+    raw: bytes | None = None,
+    name: str = "filled.csv",
+) -> Path:
     import csv
     import io
 
@@ -1434,8 +1688,11 @@ def _sheet(e: Env, transform: Callable[[list[list[str]]], list[list[str]]] | Non
     header = rows[0]
     for r in rows[1:]:
         r[header.index("annotator")] = "ann"
-        crits = (["emotion", "empathy", "consistency", "relevance", "contribution"] if r[header.index("level")] == "agent"
-                 else ["fidelity", "originality", "relevance", "engagement"])
+        crits = (
+            ["emotion", "empathy", "consistency", "relevance", "contribution"]
+            if r[header.index("level")] == "agent"
+            else ["fidelity", "originality", "relevance", "engagement"]
+        )
         for c in crits:
             r[header.index(c)] = "4"
     rows = transform(rows) if transform else rows
@@ -1452,7 +1709,8 @@ def _import(p: Path) -> list[str]:
 def _drop_col(name: str) -> Callable[[list[list[str]]], list[list[str]]]:
     def t(rows):
         i = rows[0].index(name)
-        return [r[:i] + r[i + 1:] for r in rows]
+        return [r[:i] + r[i + 1 :] for r in rows]
+
     return t
 
 
@@ -1460,6 +1718,7 @@ def _set(row: int, col: str, value: str) -> Callable[[list[list[str]]], list[lis
     def t(rows):
         rows[row][rows[0].index(col)] = value
         return rows
+
     return t
 
 
@@ -1471,35 +1730,43 @@ def _(e):
 
 
 @case("sheet", "missing-criterion-column", "filled.csv:1", "missing column", "engagement")
-def _(e): return _import(_sheet(e, _drop_col("engagement")))
+def _(e):
+    return _import(_sheet(e, _drop_col("engagement")))
 
 
 @case("sheet", "missing-item-id-column", "filled.csv:1", "item_id")
-def _(e): return _import(_sheet(e, _drop_col("item_id")))
+def _(e):
+    return _import(_sheet(e, _drop_col("item_id")))
 
 
 @case("sheet", "empty-file", "filled.csv", "empty")
-def _(e): return _import(_sheet(e, raw=b""))
+def _(e):
+    return _import(_sheet(e, raw=b""))
 
 
 @case("sheet", "header-only", "filled.csv", "no ratings")
-def _(e): return _import(_sheet(e, lambda rows: rows[:1]))
+def _(e):
+    return _import(_sheet(e, lambda rows: rows[:1]))
 
 
 @case("sheet", "rating-six", "filled.csv:2", "1-5")
-def _(e): return _import(_sheet(e, lambda rows: [rows[0], *[[("6" if c == "4" else c) for c in r] for r in rows[1:2]], *rows[2:]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [rows[0], *[[("6" if c == "4" else c) for c in r] for r in rows[1:2]], *rows[2:]]))
 
 
 @case("sheet", "rating-word", "filled.csv:3", "1-5")
-def _(e): return _import(_sheet(e, lambda rows: [*rows[:2], [("good" if c == "4" else c) for c in rows[2]], *rows[3:]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [*rows[:2], [("good" if c == "4" else c) for c in rows[2]], *rows[3:]]))
 
 
 @case("sheet", "rating-half", "filled.csv:2", "1-5")
-def _(e): return _import(_sheet(e, lambda rows: [rows[0], [("3.5" if c == "4" else c) for c in rows[1]], *rows[2:]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [rows[0], [("3.5" if c == "4" else c) for c in rows[1]], *rows[2:]]))
 
 
 @case("sheet", "item-not-in-key", "filled.csv:2", "not in the key")
-def _(e): return _import(_sheet(e, _set(1, "item_id", "Ifake")))
+def _(e):
+    return _import(_sheet(e, _set(1, "item_id", "Ifake")))
 
 
 @case("sheet", "key-missing", "key.json", "not found")
@@ -1538,11 +1805,13 @@ def _(e):
 
 
 @case("sheet", "duplicate-rating", "twice")
-def _(e): return _import(_sheet(e, lambda rows: [*rows, rows[1]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [*rows, rows[1]]))
 
 
 @case("sheet", "annotator-empty", "filled.csv:2", "annotator")
-def _(e): return _import(_sheet(e, _set(1, "annotator", "")))
+def _(e):
+    return _import(_sheet(e, _set(1, "annotator", "")))
 
 
 @case("sheet", "wrong-level-criterion", "filled.csv:", "do not apply")
@@ -1554,19 +1823,23 @@ def _(e):
                 r[h.index("fidelity")] = "3"
                 break
         return rows
+
     return _import(_sheet(e, t))
 
 
 @case("sheet", "unknown-column", "filled.csv:1", "comments")
-def _(e): return _import(_sheet(e, lambda rows: [rows[0] + ["comments"], *[r + ["nice"] for r in rows[1:]]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [rows[0] + ["comments"], *[r + ["nice"] for r in rows[1:]]]))
 
 
 @case("sheet", "duplicate-column", "filled.csv:1", "twice")
-def _(e): return _import(_sheet(e, lambda rows: [rows[0] + ["emotion"], *[r + [""] for r in rows[1:]]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [rows[0] + ["emotion"], *[r + [""] for r in rows[1:]]]))
 
 
 @case("sheet", "extra-cells", "filled.csv:2", "cells")
-def _(e): return _import(_sheet(e, lambda rows: [rows[0], rows[1] + ["5", "5"], *rows[2:]]))
+def _(e):
+    return _import(_sheet(e, lambda rows: [rows[0], rows[1] + ["5", "5"], *rows[2:]]))
 
 
 @case("sheet", "over-size-limit", "filled.csv", "limit")
@@ -1584,11 +1857,13 @@ def _(e):
 
 
 @case("sheet", "agreement-with-bad-sheet", "filled.csv:1", "missing column")
-def _(e): return ["agreement", str(e.run), "--human", str(_sheet(e, _drop_col("relevance")))]
+def _(e):
+    return ["agreement", str(e.run), "--human", str(_sheet(e, _drop_col("relevance")))]
 
 
 @case("sheet", "agreement-with-non-human-jsonl", "judgments.jsonl", "human")
-def _(e): return ["agreement", str(e.run), "--human", str(e.run / "judgments.jsonl")]
+def _(e):
+    return ["agreement", str(e.run), "--human", str(e.run / "judgments.jsonl")]
 
 
 @case("sheet", "agreement-with-truncated-ratings-row", "ratings.jsonl:1", "human rating row")
@@ -1598,15 +1873,19 @@ def _(e):
 
 
 @case("sheet", "import-out-is-a-folder", "--out", "directory")
-def _(e): return ["human", "import", str(_sheet(e)), "--out", str(e.human)]
+def _(e):
+    return ["human", "import", str(_sheet(e)), "--out", str(e.human)]
 
 
 # ------------------------------------------------------------------------------------------ the test
 
+
 @pytest.mark.parametrize(
-    "c", [pytest.param(c, id=f"{c.surface}:{c.id}",
-                       marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else [])
-          for c in CASES],
+    "c",
+    [
+        pytest.param(c, id=f"{c.surface}:{c.id}", marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else [])
+        for c in CASES
+    ],
 )
 def test_bad_input(c: Case, env: Env) -> None:
     args = c.setup(env)
@@ -1634,6 +1913,7 @@ def test_the_table_covers_every_surface_with_at_least_100_cases():
 
 
 # ------------------------------------------------------------------------------------------ tolerated input
+
 
 def test_bom_is_accepted_everywhere(env, capsys):
     """UTF-8 with a byte-order mark reads like UTF-8 without one: task YAML, JSONL contexts, sheets."""
@@ -1673,7 +1953,9 @@ def test_persona_and_context_text_that_looks_like_a_template_is_inert(env):
     start, end = text.index("speaking_style:"), text.index("never:")
     p.write_text(text[:start] + "speaking_style: " + json.dumps(env.payload("cycler")) + "\n" + text[end:])
     env.write("ctx.jsonl", json.dumps({"id": "c1", "situation": env.payload("lipsum")}) + "\n")
-    t = env.task(body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl").replace("size: 2", "size: 1"))
+    t = env.task(
+        body=TASK.replace("loader: demo, path: ctx.yaml", "loader: jsonl, path: ctx.jsonl").replace("size: 2", "size: 1")
+    )
     code, out = invoke(_check(task=str(t)))
     assert code == 0, out
     assert not env.marker.exists()

@@ -49,7 +49,9 @@ def _env(tmp: Path, **over: str) -> dict[str, str]:
     return env
 
 
-def run_steps(tmp: Path, env: dict[str, str], *, cache_hit: dict[str, bool], only: str | None = None) -> list[tuple[str, int, str]]:
+def run_steps(
+    tmp: Path, env: dict[str, str], *, cache_hit: dict[str, bool], only: str | None = None
+) -> list[tuple[str, int, str]]:
     """Run the workflow's steps in order; stop after the first failing one (then only `if: always()` steps,
     which are all `uses:` here). Returns (name, exit code, output) of each `run:` step executed."""
     done = []
@@ -58,8 +60,12 @@ def run_steps(tmp: Path, env: dict[str, str], *, cache_hit: dict[str, bool], onl
         if only is not None and name != only:
             continue
         if "uses" in step:
-            assert step["uses"].split("@")[0] in ("actions/checkout", "actions/setup-python", "actions/cache",
-                                                  "actions/upload-artifact"), step["uses"]
+            assert step["uses"].split("@")[0] in (
+                "actions/checkout",
+                "actions/setup-python",
+                "actions/cache",
+                "actions/upload-artifact",
+            ), step["uses"]
             continue
         if step.get("id") == "install":
             continue  # the test runs in the project's venv
@@ -70,8 +76,14 @@ def run_steps(tmp: Path, env: dict[str, str], *, cache_hit: dict[str, bool], onl
             if cache_hit[m.group(1)]:
                 continue
         assert "${{" not in step["run"], f"{name}: expressions in run scripts are not emulated"
-        p = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=tmp, env=env,
-                           capture_output=True, text=True, timeout=900)
+        p = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         done.append((name, p.returncode, p.stdout + p.stderr))
         if p.returncode != 0:
             break
@@ -82,8 +94,12 @@ def test_workflow_shape():
     wf = _workflow()
     assert wf["name"] == "regression" and True in wf  # `on:` (YAML 1.1 reads it as True)
     names = [s.get("name", s.get("uses")) for s in _steps()]
-    assert names.index("Restore the baseline run") < names.index("Produce the baseline (cache miss)") \
-        < names.index("Evaluate the candidate checkpoint") < names.index("Regression gate")
+    assert (
+        names.index("Restore the baseline run")
+        < names.index("Produce the baseline (cache miss)")
+        < names.index("Evaluate the candidate checkpoint")
+        < names.index("Regression gate")
+    )
     cache = next(s for s in _steps() if s.get("id") == "baseline-cache")
     assert cache["with"]["path"] == "baseline-run" and "checkpoints/reference/**" in cache["with"]["key"]
     assert wf["jobs"]["regression"]["timeout-minutes"] <= 60
@@ -96,14 +112,27 @@ def tiny(tmp_path) -> dict[str, str]:
     """A one-round demo task and a one-agent system with short replies: the whole workflow in a minute or two."""
     demo = (tasks_dir() / "data" / "demo_contexts.yaml").resolve()
     task = tmp_path / "demo-1r.yaml"
-    task.write_text(f"name: demo-1r\nsplit: in_domain\ndomain: emotional\nsource: {{loader: demo, path: {demo}}}\n"
-                    "personas: emotional\nuser: {profiles: [INFJ]}\nrounds: 1\n")
+    task.write_text(
+        f"name: demo-1r\nsplit: in_domain\ndomain: emotional\nsource: {{loader: demo, path: {demo}}}\n"
+        "personas: emotional\nuser: {profiles: [INFJ]}\nrounds: 1\n"
+    )
     system = tmp_path / "tiny.yaml"
-    system.write_text((REPO / "baselines" / "single-agent.yaml").read_text().replace("name: single-agent", "name: tiny")
-                      .replace("max_tokens: 80", "max_tokens: 24"))
-    return {"TASK": str(task), "SYSTEM": str(system), "LIMIT": "8", "CHECKPOINT": "", "REFERENCE": "", "JUDGES": "none",
-            "METRICS": "distinct_2,dialogue_agent_tokens",
-            "GATE_METRICS": "metric.distinct_2:higher=0.05,metric.dialogue_agent_tokens:higher=5"}
+    system.write_text(
+        (REPO / "baselines" / "single-agent.yaml")
+        .read_text()
+        .replace("name: single-agent", "name: tiny")
+        .replace("max_tokens: 80", "max_tokens: 24")
+    )
+    return {
+        "TASK": str(task),
+        "SYSTEM": str(system),
+        "LIMIT": "8",
+        "CHECKPOINT": "",
+        "REFERENCE": "",
+        "JUDGES": "none",
+        "METRICS": "distinct_2,dialogue_agent_tokens",
+        "GATE_METRICS": "metric.distinct_2:higher=0.05,metric.dialogue_agent_tokens:higher=5",
+    }
 
 
 @pytest.mark.slow
@@ -114,8 +143,12 @@ def test_workflow_runs_as_written_on_the_embedded_model(tmp_path, tiny):
     env = _env(work, **tiny)
     # fresh runner, baseline cache miss: the baseline is produced, then the candidate, then the gate
     done = run_steps(work, env, cache_hit={"baseline-cache": False})
-    assert [d[0] for d in done] == ["Datasets (downloaded on a cache miss)", "Produce the baseline (cache miss)",
-                                    "Evaluate the candidate checkpoint", "Regression gate"], done
+    assert [d[0] for d in done] == [
+        "Datasets (downloaded on a cache miss)",
+        "Produce the baseline (cache miss)",
+        "Evaluate the candidate checkpoint",
+        "Regression gate",
+    ], done
     gate = done[-1][2]
     assert all(code == 0 for _, code, _ in done), [(n, c, o[-1500:]) for n, c, o in done]
     # the same base model twice, same seed: per-request seeds and shared openers make the runs identical
@@ -125,8 +158,11 @@ def test_workflow_runs_as_written_on_the_embedded_model(tmp_path, tiny):
     # next job on a fresh runner: the baseline is restored from the cache, the candidate is new
     shutil.rmtree(work / "candidate-run")
     done = run_steps(work, env, cache_hit={"baseline-cache": True})
-    assert [d[0] for d in done] == ["Datasets (downloaded on a cache miss)", "Evaluate the candidate checkpoint",
-                                    "Regression gate"] and all(c == 0 for _, c, _ in done), done
+    assert [d[0] for d in done] == [
+        "Datasets (downloaded on a cache miss)",
+        "Evaluate the candidate checkpoint",
+        "Regression gate",
+    ] and all(c == 0 for _, c, _ in done), done
 
 
 def test_gate_exit_codes_reach_the_job_result(tmp_path):
@@ -139,10 +175,15 @@ def test_gate_exit_codes_reach_the_job_result(tmp_path):
         work = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
         work.mkdir()
         build_run(work / "baseline-run", systems=["mascot"], score=base_score, n_contexts=n)
-        build_run(work / "candidate-run", systems=["mascot"], score=cand_score, n_contexts=n,
-                  judges=tuple(env_over.pop("judges", "gpt").split(",")))
+        build_run(
+            work / "candidate-run",
+            systems=["mascot"],
+            score=cand_score,
+            n_contexts=n,
+            judges=tuple(env_over.pop("judges", "gpt").split(",")),
+        )
         env = _env(work, GATE_METRICS="agent.overall,group.overall", MARGIN="5", **env_over)
-        (name, code, out), = run_steps(work, env, cache_hit={"baseline-cache": True}, only=gate)
+        ((name, code, out),) = run_steps(work, env, cache_hit={"baseline-cache": True}, only=gate)
         return code, out
 
     same = jittered(2, "b", p_down=0.1, p_up=0.1)

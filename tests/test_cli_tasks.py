@@ -26,8 +26,16 @@ def test_list(capsys):
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["NAME", "SPLIT", "DOMAIN", "LOADER"]
     names = {line.split()[0] for line in lines[1:]}
-    assert {"demo", "ed-positive", "ed-negative", "ed-neutral", "qmsum-academic", "qmsum-committee",
-            "qmsum-product", "esconv"} <= names
+    assert {
+        "demo",
+        "ed-positive",
+        "ed-negative",
+        "ed-neutral",
+        "qmsum-academic",
+        "qmsum-committee",
+        "qmsum-product",
+        "esconv",
+    } <= names
     row = next(line for line in lines if line.startswith("ed-neutral"))
     assert "valence=neutral" in row and "empathetic_dialogues" in row and "100" in row
 
@@ -65,7 +73,9 @@ def test_validate_prints_counts_per_task_source_and_split(capsys, data_dir):
 
 
 def test_validate_selected_paths(capsys, data_dir):
-    code, out, _ = run_cli(["tasks", "validate", str(REPO / "tasks" / "esconv.yaml"), "demo", "--data-dir", str(data_dir)], capsys)
+    code, out, _ = run_cli(
+        ["tasks", "validate", str(REPO / "tasks" / "esconv.yaml"), "demo", "--data-dir", str(data_dir)], capsys
+    )
     assert code == 0 and "ok: 2 task file(s) valid" in out
 
 
@@ -109,8 +119,9 @@ def _cases(data_dir: Path, tmp: Path) -> dict[str, tuple[str, str, str]]:
     }
 
 
-@pytest.mark.parametrize("case", ["malformed", "unknown-field", "missing-persona", "unknown-loader", "missing-file",
-                                  "truncated", "wrong-header"])
+@pytest.mark.parametrize(
+    "case", ["malformed", "unknown-field", "missing-persona", "unknown-loader", "missing-file", "truncated", "wrong-header"]
+)
 def test_bad_input_is_one_line_exit_2_nothing_written(capsys, tmp_path, data_dir, monkeypatch, case):
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path / "cache"))
     text, ddir, expected = _cases(data_dir, tmp_path / "d")[case]
@@ -133,11 +144,19 @@ def test_bad_input_from_the_console_script(tmp_path, data_dir):
     task = tmp_path / "bad.yaml"
     task.write_text(GOOD.replace("loader: empathetic_dialogues", "loader: qmsumm"))
     env = {**os.environ, "MASCOT_DATA_DIR": str(data_dir), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mascot_eval.cli.main", "tasks", "validate", str(task)],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mascot_eval.cli.main", "tasks", "validate", str(task)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"error: {task}: field 'source.loader': unknown loader 'qmsumm' (did you mean "
-                                   f"'qmsum'?); known: demo, empathetic_dialogues, empathetic_dialogues_rated, esconv, esconv_rated, jsonl, qmsum")
+    assert proc.stderr.strip() == (
+        f"error: {task}: field 'source.loader': unknown loader 'qmsumm' (did you mean "
+        f"'qmsum'?); known: demo, empathetic_dialogues, empathetic_dialogues_rated, esconv, esconv_rated, jsonl, qmsum"
+    )
 
 
 def test_offline_without_data_dir_names_the_variable(capsys, tmp_path, monkeypatch):
@@ -146,8 +165,10 @@ def test_offline_without_data_dir_names_the_variable(capsys, tmp_path, monkeypat
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     code, _, err = run_cli(["tasks", "show", "esconv"], capsys)
     assert code == 2
-    assert err.strip() == ("error: esconv/test.txt: dataset file not available offline (no data directory, not in "
-                           f"{tmp_path / 'cache' / 'datasets'}); set MASCOT_DATA_DIR to a folder holding esconv/test.txt")
+    assert err.strip() == (
+        "error: esconv/test.txt: dataset file not available offline (no data directory, not in "
+        f"{tmp_path / 'cache' / 'datasets'}); set MASCOT_DATA_DIR to a folder holding esconv/test.txt"
+    )
     assert not (tmp_path / "cache").exists()
 
 

@@ -60,8 +60,15 @@ def _releases(root: Path, url: str, data_dir: Path, monkeypatch) -> None:
         for split in ("train", "val"):
             (root / d / "jsonl" / f"{split}.jsonl").write_bytes(test.split(b"\n")[0] + b"\n")
     monkeypatch.setattr(sources, "QMSUM_RAW", url)
-    original = [{"emotion_type": "anxiety", "problem_type": f"p{i}", "situation": f"s{i}",
-                 "dialog": [{"speaker": "seeker", "content": f"hi {i}", "annotation": {}}]} for i in range(20)]
+    original = [
+        {
+            "emotion_type": "anxiety",
+            "problem_type": f"p{i}",
+            "situation": f"s{i}",
+            "dialog": [{"speaker": "seeker", "content": f"hi {i}", "annotation": {}}],
+        }
+        for i in range(20)
+    ]
     raw = json.dumps(original).encode()
     (root / "ESConv.json").write_bytes(raw)
     test = "".join(json.dumps(e) + "\n" for e in sources.esconv_official_split(original)["test"]).encode()
@@ -82,12 +89,16 @@ def test_a_fresh_clone_online_downloads_once_into_the_cache(www, tmp_path, data_
     clone, cache = tmp_path / "clone" / "repo", tmp_path / "cache" / "datasets"
     found = datasets.find_data({}, clone, cache, _views(tmp_path))
     assert found.origin == "download" and found.reason == ""
-    assert sorted(seen) == sorted(["/ed.tar.gz", "/ESConv.json"] + [f"/{d}/jsonl/{s}.jsonl" for d in ("Academic", "Committee", "Product")
-                                                                     for s in ("train", "val", "test")])
+    assert sorted(seen) == sorted(
+        ["/ed.tar.gz", "/ESConv.json"]
+        + [f"/{d}/jsonl/{s}.jsonl" for d in ("Academic", "Committee", "Product") for s in ("train", "val", "test")]
+    )
     assert (cache / "empathetic_dialogues" / "valid.csv").is_file()  # the whole release is cached ...
     shown = sorted(str(p.relative_to(found.path)) for p in found.path.rglob("*") if not p.is_dir())
     assert shown == sorted(f for files in datasets.FILES.values() for f in files)  # ... the tests see the test files
-    assert (found.path / "empathetic_dialogues" / "test.csv").read_bytes() == (data_dir / "empathetic_dialogues" / "test.csv").read_bytes()
+    assert (found.path / "empathetic_dialogues" / "test.csv").read_bytes() == (
+        data_dir / "empathetic_dialogues" / "test.csv"
+    ).read_bytes()
     again = datasets.find_data({}, clone, cache, _views(tmp_path))
     assert again.origin == "cache" and len(seen) == 11  # nothing fetched twice
 
@@ -122,7 +133,9 @@ def test_data_folder_order(tmp_path):
     shared = tmp_path / "shared" / "data"
     shared.mkdir(parents=True)
     repo = tmp_path / "repo"
-    assert datasets.find_data({"MASCOT_DATA_DIR": str(tmp_path)}, repo, tmp_path / "c", _views(tmp_path)).origin == "MASCOT_DATA_DIR"
+    assert (
+        datasets.find_data({"MASCOT_DATA_DIR": str(tmp_path)}, repo, tmp_path / "c", _views(tmp_path)).origin == "MASCOT_DATA_DIR"
+    )
     assert datasets.find_data({}, repo, tmp_path / "c", _views(tmp_path)) == datasets.Found(shared, "../shared/data")
     bad = datasets.find_data({"MASCOT_DATA_DIR": str(tmp_path / "nope")}, repo, tmp_path / "c", _views(tmp_path))
     assert bad.path is None and "is not a folder" in bad.reason
@@ -139,16 +152,38 @@ def test_a_fresh_clone_offline_skips_the_data_tests_with_one_reason(tmp_path):
     shutil.copytree(REPO / "tests", clone / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", clone / "pyproject.toml")
     env = {k: v for k, v in os.environ.items() if k not in ("MASCOT_DATA_DIR", "MASCOT_CACHE_DIR")}
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", MASCOT_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(clone), str(REPO)]))
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                        "tests/test_tasks.py::test_every_shipped_task_validates_on_the_real_data",
-                        "tests/test_tasks.py::test_missing_data_file", "tests/test_tasks.py::test_suites",
-                        "tests/test_loaders.py::test_ed_every_quirk_is_met_and_counted"],
-                       cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        MASCOT_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONPATH=os.pathsep.join([str(clone), str(REPO)]),
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_tasks.py::test_every_shipped_task_validates_on_the_real_data",
+            "tests/test_tasks.py::test_missing_data_file",
+            "tests/test_tasks.py::test_suites",
+            "tests/test_loaders.py::test_ed_every_quirk_is_met_and_counted",
+        ],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 passed, 3 skipped" in r.stdout
     reasons = [ln for ln in r.stdout.splitlines() if ln.startswith("SKIPPED")]
     assert len(reasons) == 1 and "[3]" in reasons[0], r.stdout  # one line, one reason for all three
-    assert "real-data tests skipped: no MASCOT_DATA_DIR" in reasons[0] and "offline (HF_DATASETS_OFFLINE=1, HF_HUB_OFFLINE=1)" in reasons[0]
+    assert (
+        "real-data tests skipped: no MASCOT_DATA_DIR" in reasons[0]
+        and "offline (HF_DATASETS_OFFLINE=1, HF_HUB_OFFLINE=1)" in reasons[0]
+    )
     assert not (tmp_path / "cache").exists()

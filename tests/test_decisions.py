@@ -44,14 +44,27 @@ if "fakeschema" not in BACKENDS:
 
 
 def emo_context(i: int = 0) -> Context:
-    return Context(id=f"c{i}", source="demo", domain="emotional", situation=f"My exam went badly ({i}).",
-                   emotion="sad", valence="negative", turns=[HumanTurn("user", f"I failed my exam ({i}).")])
+    return Context(
+        id=f"c{i}",
+        source="demo",
+        domain="emotional",
+        situation=f"My exam went badly ({i}).",
+        emotion="sad",
+        valence="negative",
+        turns=[HumanTurn("user", f"I failed my exam ({i}).")],
+    )
 
 
 def work_context() -> Context:
-    return Context(id="w0", source="demo", domain="workplace", situation="Budget review meeting",
-                   query="What did the team decide about the budget?", participants=["PM", "Lead"],
-                   turns=[HumanTurn("PM", "We need to cut ten percent."), HumanTurn("Lead", "Not from testing.")])
+    return Context(
+        id="w0",
+        source="demo",
+        domain="workplace",
+        situation="Budget review meeting",
+        query="What did the team decide about the budget?",
+        participants=["PM", "Lead"],
+        turns=[HumanTurn("PM", "We need to cut ten percent."), HumanTurn("Lead", "Not from testing.")],
+    )
 
 
 def speaker_of(req) -> str:
@@ -66,6 +79,7 @@ def text_responder(director=None, agent=None):
         if req.tag.endswith(":director"):
             return director(req) if director else '{"speaker": "none"}'
         return agent(req) if agent else f"{speaker_of(req)} says hello."
+
     return r
 
 
@@ -73,8 +87,7 @@ def options_of(req) -> list[str]:
     return [m.group(2) for m in OPTION.finditer(req.messages[-1]["content"])]
 
 
-def prefer(words: list[str] | dict[str, float], position_bias: float = 3.0, prior: str = "Anchor",
-           prior_weight: float = 1.0):
+def prefer(words: list[str] | dict[str, float], position_bias: float = 3.0, prior: str = "Anchor", prior_weight: float = 1.0):
     """Choice probabilities: 1 + a bonus (2, or words[w]) for an option naming one of ``words`` when
     the prompt has a dialogue (not the content-free "N/A" one), + ``position_bias`` for label 1,
     + ``prior_weight`` for an option naming ``prior`` (a preference whatever the dialogue)."""
@@ -85,17 +98,24 @@ def prefer(words: list[str] | dict[str, float], position_bias: float = 3.0, prio
         assert [str(i + 1) for i in range(len(opts))] == list(req.params.choices)
         assert req.params.seed is None  # choice scoring is deterministic: no seed in the cache key
         content = "N/A" not in req.messages[-1]["content"]
-        w = [1.0 + (max([b for x, b in bonus.items() if x in o], default=0.0) if content else 0.0)
-             + (position_bias if i == 0 else 0.0) + (prior_weight if prior and prior in o else 0.0) for i, o in enumerate(opts)]
+        w = [
+            1.0
+            + (max([b for x, b in bonus.items() if x in o], default=0.0) if content else 0.0)
+            + (position_bias if i == 0 else 0.0)
+            + (prior_weight if prior and prior in o else 0.0)
+            for i, o in enumerate(opts)
+        ]
         return [{str(i + 1): v / sum(w) for i, v in enumerate(w)}]
+
     return probs
 
 
 def run(tmp_path, systems, spec, *, pairs=None, rounds=2, name="t", seed=0, **kw):
     task = load_task("demo").model_copy(update={"rounds": rounds})
     rd = RunDir(tmp_path / f"run-{name}", create=True)
-    res = generate(rd, [task], systems, model=spec, progress=False, seed=seed,
-                   pairs={"demo": pairs or [(emo_context(), "INTJ")]}, **kw)
+    res = generate(
+        rd, [task], systems, model=spec, progress=False, seed=seed, pairs={"demo": pairs or [(emo_context(), "INTJ")]}, **kw
+    )
     return res, {t.system: t for t in rd.transcripts()}, rd
 
 
@@ -114,6 +134,7 @@ def system_yaml(tmp_path, name: str, base: str = "mascot", **options) -> str:
 
 # -- the Director -------------------------------------------------------------------------------
 
+
 def test_director_choices_are_valid_by_construction_and_position_debiased(tmp_path, fake_model, tmp_cache):
     fake_model("ch", text_responder())
     spec = fakes.script_probs("ch", prefer(["Beacon", "nobody", "concrete next step", "encouraging"]))
@@ -124,8 +145,12 @@ def test_director_choices_are_valid_by_construction_and_position_debiased(tmp_pa
     # once Beacon spoke, "nobody" (preferred) ends the round
     assert [x.speaker for x in t.agent_turns] == ["Beacon", "Beacon"]
     d = t.agent_turns[0].directive
-    assert d == {"speaker": "Beacon", "action": "suggest one small, concrete next step", "tone": "encouraging",
-                 "source": "constrained"}
+    assert d == {
+        "speaker": "Beacon",
+        "action": "suggest one small, concrete next step",
+        "tone": "encouraging",
+        "source": "constrained",
+    }
     assert st["mode"] == "choices" and st["decisions"] == 4 and st["valid_first"] == 4 and st["fallbacks"] == 0
     assert st["sources"] == {"constrained": 4, "parsed": 0, "reasked": 0, "fallback": 0}
     assert st["round_ends"] == 2 and st["round_end_sources"]["constrained"] == 2 and st["invalid_reasons"] == {}
@@ -188,6 +213,7 @@ def test_schema_mode_sends_the_speaker_enum(tmp_path, fake_model, tmp_cache):
         if "Already spoke this round" in req.messages[-1]["content"]:
             return '{"speaker": "none", "action": "", "tone": ""}'
         return '{"speaker": "Catalyst", "action": "ask what felt hardest", "tone": "curious"}'
+
     fake_model("sc", text_responder(director=director))
     FakeSchemaBackend.SCHEMAS.clear()
     _, ts, _ = run(tmp_path, ["mascot"], "fakeschema/sc", rounds=1)
@@ -216,6 +242,7 @@ def test_a_text_only_backend_goes_through_parse_reask_and_fallback_all_marked(tm
         if "Already spoke this round" in last:
             return '{"speaker": "none"}'
         return "Beacon I guess" if round1 else '{"speaker": "Zed", "action": "x", "tone": "y"}'
+
     agent = lambda req: f"{speaker_of(req)}: round 1 reply."  # noqa: E731
     spec = fake_model("tx", text_responder(director=director, agent=agent))
     _, ts, _ = run(tmp_path, ["mascot"], spec, rounds=2)
@@ -237,6 +264,7 @@ def test_a_text_only_backend_goes_through_parse_reask_and_fallback_all_marked(tm
 
 # -- MultiAgentESC ------------------------------------------------------------------------------
 
+
 def test_multiagentesc_strategies_and_votes_by_choice_scoring(tmp_path, fake_model, tmp_cache):
     def agent(req):
         last = req.messages[-1]["content"]
@@ -244,6 +272,7 @@ def test_multiagentesc_strategies_and_votes_by_choice_scoring(tmp_path, fake_mod
             return "The user is sad."
         m = re.search(r'strategy "([^"]+)"', last)
         return f"{speaker_of(req)} reply using {m.group(1) if m else '?'}"
+
     fake_model("me", text_responder(agent=agent))
     spec = fakes.script_probs("me", prefer({"Question": 3.0, "Providing Suggestions": 2.0}))
     _, ts, _ = run(tmp_path, ["multiagentesc"], spec, rounds=1)
@@ -261,6 +290,7 @@ def test_multiagentesc_strategies_and_votes_by_choice_scoring(tmp_path, fake_mod
 
 
 # -- ablations ----------------------------------------------------------------------------------
+
 
 def card_strings(t) -> list[str]:
     out = []
@@ -285,8 +315,7 @@ def test_mascot_p_has_no_persona_information_anywhere(tmp_path, fake_model, tmp_
     for x in t.agent_turns:
         assert not any(s in json.dumps(x.directive) for s in strings), x.directive
     if mode == "text":
-        assert all(x.directive["source"] == "fallback" and x.directive["action"] == "respond to the user"
-                   for x in t.agent_turns)
+        assert all(x.directive["source"] == "fallback" and x.directive["action"] == "respond to the user" for x in t.agent_turns)
 
 
 def test_mascot_c_keeps_every_prompt_of_mascot_but_the_order(tmp_path, fake_model, tmp_cache):
@@ -301,14 +330,19 @@ def test_mascot_c_keeps_every_prompt_of_mascot_but_the_order(tmp_path, fake_mode
 
     state.turns.append(Turn(round=1, speaker="user", text="I failed my exam."))
     opts = [{"label": "1", "text": "Anchor (emotional validator)"}]
-    for ask in ({"ask": "speaker", "options": opts}, {"ask": "action", "options": opts, "speaker": "Anchor"},
-                {"ask": "directive"}):
-        assert m.templates.render(m.director.template, **m.director.variables(m.prompt_vars(state), [], [], **ask)) == \
-            c.templates.render(c.director.template, **c.director.variables(c.prompt_vars(state), [], [], **ask))
+    for ask in (
+        {"ask": "speaker", "options": opts},
+        {"ask": "action", "options": opts, "speaker": "Anchor"},
+        {"ask": "directive"},
+    ):
+        assert m.templates.render(
+            m.director.template, **m.director.variables(m.prompt_vars(state), [], [], **ask)
+        ) == c.templates.render(c.director.template, **c.director.variables(c.prompt_vars(state), [], [], **ask))
     d = {"speaker": "Catalyst", "action": "ask", "tone": "curious", "source": "constrained"}
     card = m.by_name["Catalyst"]
-    assert m.templates.render(m.template("agent"), **m.prompt_vars(state, card, directive=d)) == \
-        c.templates.render(c.template("agent"), **c.prompt_vars(state, card, directive=d))
+    assert m.templates.render(m.template("agent"), **m.prompt_vars(state, card, directive=d)) == c.templates.render(
+        c.template("agent"), **c.prompt_vars(state, card, directive=d)
+    )
     assert m.models == c.models and m.config.decoding == c.config.decoding
     assert m.options.model_dump(exclude={"order"}) == c.options.model_dump(exclude={"order"})
     assert set(m.config.checkpoint) == set(c.config.checkpoint)
@@ -316,8 +350,7 @@ def test_mascot_c_keeps_every_prompt_of_mascot_but_the_order(tmp_path, fake_mode
 
 def test_mascot_c_speakers_follow_the_random_order_with_the_directors_actions(tmp_path, fake_model, tmp_cache):
     fake_model("mc2", text_responder())
-    spec = fakes.script_probs("mc2", prefer({"nobody": 4.0, "Beacon": 2.0, "ask one open question": 2.0},
-                                             position_bias=0.0))
+    spec = fakes.script_probs("mc2", prefer({"nobody": 4.0, "Beacon": 2.0, "ask one open question": 2.0}, position_bias=0.0))
     pairs = [(emo_context(i), None) for i in range(4)]
     _, _, rd = run(tmp_path, ["mascot-c"], spec, pairs=pairs, rounds=1)
     firsts = set()
@@ -331,6 +364,7 @@ def test_mascot_c_speakers_follow_the_random_order_with_the_directors_actions(tm
 
 
 # -- transcript ---------------------------------------------------------------------------------
+
 
 def test_transcript_domain_is_the_contexts(tmp_path, fake_model, tmp_cache):
     spec = fake_model("dom", text_responder())

@@ -19,8 +19,6 @@ from mascot_eval.transcript import JSON_SCHEMA
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
 
-
-
 @pytest.fixture
 def one_round_task(tmp_path) -> Path:
     """The demo task cut to one round (same contexts) so every system fits in a CI minute or two."""
@@ -38,8 +36,23 @@ def one_round_task(tmp_path) -> Path:
 def test_every_system_writes_valid_transcripts_on_the_embedded_model(one_round_task, tmp_path, tmp_cache, capsys):
     systems = [s for s in system_files() if s != "sft"]  # sft needs a checkpoint with an sft adapter
     out = tmp_path / "run"
-    code, _, err = _cli(["generate", "--task", str(one_round_task), "--system", ",".join(systems), "--limit", "1",
-                         "--out", str(out), "--no-progress", "--max-connections", "16"], capsys)
+    code, _, err = _cli(
+        [
+            "generate",
+            "--task",
+            str(one_round_task),
+            "--system",
+            ",".join(systems),
+            "--limit",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--max-connections",
+            "16",
+        ],
+        capsys,
+    )
     assert code == 0, err
     ts = RunDir(out).transcripts()
     assert sorted(t.system for t in ts) == sorted(systems)
@@ -62,8 +75,11 @@ def test_every_system_writes_valid_transcripts_on_the_embedded_model(one_round_t
         d = by[name].stats["director"]
         assert d["mode"] == "choices" and d["decisions"] == d["valid_first"] == d["sources"]["constrained"] > 0, name
         assert d["fallbacks"] == 0 and d["invalid_reasons"] == {}, name
-        assert all(x.directive and set(x.directive) == {"speaker", "action", "tone", "source"}
-                   and x.directive["source"] == "constrained" for x in by[name].turns if not x.is_user), name
+        assert all(
+            x.directive and set(x.directive) == {"speaker", "action", "tone", "source"} and x.directive["source"] == "constrained"
+            for x in by[name].turns
+            if not x.is_user
+        ), name
     assert all(x.speaker == x.meta["order"][i] for i, x in enumerate(by["mascot-c"].agent_turns))  # random order
     m = by["multiagentesc"].stats["multiagentesc"]
     assert m["mode"] == "choices" and m["strategy_sources"]["fallback"] == m["vote_sources"]["fallback"] == 0
@@ -72,18 +88,39 @@ def test_every_system_writes_valid_transcripts_on_the_embedded_model(one_round_t
 
 def test_run_with_the_local_judge_on_the_embedded_model(one_round_task, tmp_path, tmp_cache, capsys):
     out = tmp_path / "run"
-    code, stdout, err = _cli(["run", "--task", str(one_round_task), "--limit", "2", "--judges", "local",
-                              "--out", str(out), "--no-progress", "--n-boot", "200"], capsys)
+    code, stdout, err = _cli(
+        [
+            "run",
+            "--task",
+            str(one_round_task),
+            "--limit",
+            "2",
+            "--judges",
+            "local",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--n-boot",
+            "200",
+        ],
+        capsys,
+    )
     assert code == 0, err
     rd = RunDir(out)
     assert len(rd.transcripts()) == 2
     rows = list(rd.judgments())
     assert rows and {r["judge"] for r in rows} == {"local"}
     # mode: logprob reads every score from the digit probabilities: nothing is left unscored
-    assert all(r["status"] == "scored" and r["score"] in (1, 2, 3, 4, 5) and 1.0 <= r["weighted_score"] <= 5.0
-               for r in rows)
-    for f in ("manifest.json", "transcripts.jsonl", "judgments.jsonl", "metrics.parquet", "metrics.csv",
-              "summary.json", "report.html"):
+    assert all(r["status"] == "scored" and r["score"] in (1, 2, 3, 4, 5) and 1.0 <= r["weighted_score"] <= 5.0 for r in rows)
+    for f in (
+        "manifest.json",
+        "transcripts.jsonl",
+        "judgments.jsonl",
+        "metrics.parquet",
+        "metrics.csv",
+        "summary.json",
+        "report.html",
+    ):
         assert (out / f).is_file(), f
     assert rd.read_manifest()["status"] == "complete"
     assert "report:" in stdout

@@ -17,14 +17,27 @@ AGENTS = ["Anchor", "Catalyst", "Beacon"]
 
 
 def emo_context(i: int = 0) -> Context:
-    return Context(id=f"c{i}", source="demo", domain="emotional", situation=f"My dog got sick ({i}).",
-                   emotion="sad", valence="negative", turns=[HumanTurn("user", f"My dog is sick and I feel awful ({i}).")])
+    return Context(
+        id=f"c{i}",
+        source="demo",
+        domain="emotional",
+        situation=f"My dog got sick ({i}).",
+        emotion="sad",
+        valence="negative",
+        turns=[HumanTurn("user", f"My dog is sick and I feel awful ({i}).")],
+    )
 
 
 def work_context() -> Context:
-    return Context(id="w0", source="demo", domain="workplace", situation="Budget review meeting",
-                   query="What did the team decide about the budget?", participants=["PM", "Lead"],
-                   turns=[HumanTurn("PM", "We need to cut ten percent."), HumanTurn("Lead", "Not from testing.")])
+    return Context(
+        id="w0",
+        source="demo",
+        domain="workplace",
+        situation="Budget review meeting",
+        query="What did the team decide about the budget?",
+        participants=["PM", "Lead"],
+        turns=[HumanTurn("PM", "We need to cut ten percent."), HumanTurn("Lead", "Not from testing.")],
+    )
 
 
 def speaker_of(req) -> str:
@@ -39,6 +52,7 @@ def responder(director=None, user=None, agent=None):
         if req.tag.endswith(":director"):
             return director(req) if director else '{"speaker": "none"}'
         return agent(req) if agent else f"{speaker_of(req)} says hello."
+
     return r
 
 
@@ -62,14 +76,14 @@ def test_director_picks_speakers_and_ends_rounds(tmp_path, fake_model, tmp_cache
         if "Already spoke this round" in text:
             return 'ok {"speaker": "none", "action": "", "tone": ""}'
         return '{"speaker": "beacon", "action": "celebrate effort", "tone": "bright"}'
+
     res, ts, _ = run(tmp_path, fake_model, ["mascot"], responder(director=director))
     t = ts["mascot"]
     check_schema(t)
     assert res.new == 1 and res.failed == 0
     agent_turns = t.agent_turns
     assert [x.speaker for x in agent_turns] == ["Beacon", "Beacon"]  # one speaker per round, chosen by the Director
-    assert agent_turns[0].directive == {"speaker": "Beacon", "action": "celebrate effort", "tone": "bright",
-                                        "source": "parsed"}
+    assert agent_turns[0].directive == {"speaker": "Beacon", "action": "celebrate effort", "tone": "bright", "source": "parsed"}
     st = t.stats["director"]
     assert st["decisions"] == 4 and st["valid_first"] == 4 and st["fallbacks"] == 0 and st["round_ends"] == 2
     assert st["speakers_per_round"] == [1, 1]
@@ -83,6 +97,7 @@ def test_invalid_directive_is_reasked_once_then_valid(tmp_path, fake_model, tmp_
         if "Already spoke this round" in req.messages[-1]["content"]:
             return '{"speaker": "none"}'
         return "Catalyst should go next"  # no JSON
+
     _, ts, _ = run(tmp_path, fake_model, ["mascot"], responder(director=director), rounds=1)
     t = ts["mascot"]
     st = t.stats["director"]
@@ -103,14 +118,19 @@ def test_fallback_after_second_invalid_is_counted(tmp_path, fake_model, tmp_cach
     assert st["decisions"] == 6 and st["reasked"] == 6 and st["fallbacks"] == 6
     assert st["invalid_reasons"] == {"unknown_speaker": 12}
     assert all(x.meta["director"]["fallback"] for x in t.agent_turns)
-    assert t.agent_turns[1].directive == {"speaker": "Catalyst", "action": "respond to the user as the critical thinker",
-                                          "tone": t.personas["Catalyst"].traits[0], "source": "fallback"}
+    assert t.agent_turns[1].directive == {
+        "speaker": "Catalyst",
+        "action": "respond to the user as the critical thinker",
+        "tone": t.personas["Catalyst"].traits[0],
+        "source": "fallback",
+    }
     assert st["sources"] == {"constrained": 0, "parsed": 0, "reasked": 0, "fallback": 6} and st["mode"] == "text"
 
 
 def test_user_can_end_the_conversation(tmp_path, fake_model, tmp_cache):
     def user(req):
         return "Thanks, that helped a lot. [END]"
+
     _, ts, _ = run(tmp_path, fake_model, ["zero-shot"], responder(user=user), rounds=4)
     t = ts["zero-shot"]
     check_schema(t)
@@ -126,6 +146,7 @@ def test_workplace_context_user_opens_with_llm(tmp_path, fake_model, tmp_cache):
     def user(req):
         seen.append(req.messages[-1]["content"])
         return "User: Can you remind me what we decided on the budget?"
+
     _, ts, _ = run(tmp_path, fake_model, ["zero-shot"], responder(user=user), pairs=[(work_context(), None)], rounds=1)
     t = ts["zero-shot"]
     assert t.turns[0].text == "Can you remind me what we decided on the budget?"
@@ -140,6 +161,7 @@ def test_prompted_flows(tmp_path, fake_model, tmp_cache):
         if "Thoughts:" in req.messages[-1]["content"]:
             return f"Thoughts: they are sad.\nReply: {speaker_of(req)} is with you."
         return f"{speaker_of(req)}: {speaker_of(req)} is with you."
+
     names = ["zero-shot", "zero-shot-cot", "few-shot", "few-shot-cot", "single-agent", "mascot-c", "mascot-p"]
     res, ts, _ = run(tmp_path, fake_model, names, responder(agent=agent, director=lambda r: '{"speaker":"none"}'))
     assert res.new == len(names)
@@ -173,20 +195,28 @@ def test_mascot_c_order_is_random_but_seeded(tmp_path, fake_model, tmp_cache):
     orders = {tuple(x.speaker for x in t.agent_turns) for t in rd.transcripts()}
     assert len(orders) > 1  # not a fixed order
     _, _, rd2 = run(tmp_path, fake_model, ["mascot-c"], responder(), pairs=pairs, rounds=2, name="b")
-    assert {t.dialogue_id: [x.speaker for x in t.turns] for t in rd.transcripts()} == \
-        {t.dialogue_id: [x.speaker for x in t.turns] for t in rd2.transcripts()}
+    assert {t.dialogue_id: [x.speaker for x in t.turns] for t in rd.transcripts()} == {
+        t.dialogue_id: [x.speaker for x in t.turns] for t in rd2.transcripts()
+    }
 
 
 def test_self_consistency_keeps_the_most_consistent_sample(tmp_path, fake_model, tmp_cache):
-    texts = ["talk with your vet about it today", "talk to the vet about it today", "I like turtles",
-             "maybe talk with the vet today", "the weather is nice"]
+    texts = [
+        "talk with your vet about it today",
+        "talk to the vet about it today",
+        "I like turtles",
+        "maybe talk with the vet today",
+        "the weather is nice",
+    ]
 
     def agent(req):
         return texts[req.params.sample_index]
+
     _, ts, _ = run(tmp_path, fake_model, ["self-consistency"], responder(agent=agent), rounds=1)
     t = ts["self-consistency"]
     check_schema(t)
     from tests import fakes
+
     sc_calls = [r for r in fakes.CALLS["t"] if r.tag == "system:self-consistency"]
     assert len(sc_calls) == 5 * 3 and sorted({r.params.sample_index for r in sc_calls}) == [0, 1, 2, 3, 4]
     assert len({r.params.seed for r in sc_calls}) == 15  # every sample has its own seed
@@ -206,6 +236,7 @@ def test_multiagentesc_flow(tmp_path, fake_model, tmp_cache):
             return "2"
         m = re.search(r'strategy "([^"]+)"', last)
         return f"{speaker_of(req)} reply using {m.group(1)}"
+
     _, ts, _ = run(tmp_path, fake_model, ["multiagentesc"], responder(agent=agent), rounds=1)
     t = ts["multiagentesc"]
     check_schema(t)
@@ -217,8 +248,11 @@ def test_multiagentesc_flow(tmp_path, fake_model, tmp_cache):
     assert turns[0].text == "Anchor reply using Question"
     assert m["analysis"] == "The user is sad because the dog is sick."
     st = t.stats["multiagentesc"]
-    assert {k: st[k] for k in ("strategy_fallbacks", "invalid_votes", "selection_fallbacks")} == \
-        {"strategy_fallbacks": 0, "invalid_votes": 0, "selection_fallbacks": 0}
+    assert {k: st[k] for k in ("strategy_fallbacks", "invalid_votes", "selection_fallbacks")} == {
+        "strategy_fallbacks": 0,
+        "invalid_votes": 0,
+        "selection_fallbacks": 0,
+    }
     assert st["strategy_sources"]["parsed"] == 3 and st["vote_sources"]["parsed"] == 6 and st["mode"] == "text"
     assert m["strategy_source"] == "parsed" and m["vote_sources"] == {"Catalyst": "parsed", "Beacon": "parsed"}
 
@@ -226,8 +260,11 @@ def test_multiagentesc_flow(tmp_path, fake_model, tmp_cache):
 def test_multiagentesc_counts_bad_votes_and_strategies(tmp_path, fake_model, tmp_cache):
     _, ts, _ = run(tmp_path, fake_model, ["multiagentesc"], responder(agent=lambda r: "hmm"), rounds=1)
     st = ts["multiagentesc"].stats["multiagentesc"]
-    assert {k: st[k] for k in ("strategy_fallbacks", "invalid_votes", "selection_fallbacks")} == \
-        {"strategy_fallbacks": 3, "invalid_votes": 6, "selection_fallbacks": 3}
+    assert {k: st[k] for k in ("strategy_fallbacks", "invalid_votes", "selection_fallbacks")} == {
+        "strategy_fallbacks": 3,
+        "invalid_votes": 6,
+        "selection_fallbacks": 3,
+    }
     # text mode: each bad answer was re-asked once before falling back
     assert st["strategy_sources"]["fallback"] == 3 and st["vote_sources"]["fallback"] == 6
     assert ts["multiagentesc"].agent_turns[0].meta["chosen"] == 0
@@ -246,8 +283,7 @@ def test_an_agent_reply_that_cleans_to_nothing_is_resampled_once(tmp_path, fake_
 
 
 def test_an_agent_reply_empty_twice_stays_empty_and_is_counted(tmp_path, fake_model, tmp_cache):
-    res, ts, _ = run(tmp_path, fake_model, ["zero-shot"], responder(agent=lambda req: "User: hm?"), rounds=1,
-                     name="empty2")
+    res, ts, _ = run(tmp_path, fake_model, ["zero-shot"], responder(agent=lambda req: "User: hm?"), rounds=1, name="empty2")
     t = ts["zero-shot"]
     turns = [x for x in t.turns if not x.is_user]
     assert all(x.text == "" and x.meta["empty"] for x in turns)

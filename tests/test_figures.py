@@ -28,8 +28,12 @@ def _cli(argv, capsys):
 
 
 def test_ablation_table_beside_the_papers(tmp_path, capsys):
-    rd = build_run(tmp_path / "abl", systems=["mascot", "mascot-p", "mascot-c"], n_contexts=10,
-                   score=noisy_scores({"mascot": 0.6, "mascot-p": 0.2, "mascot-c": 0.4}))
+    rd = build_run(
+        tmp_path / "abl",
+        systems=["mascot", "mascot-p", "mascot-c"],
+        n_contexts=10,
+        score=noisy_scores({"mascot": 0.6, "mascot-p": 0.2, "mascot-c": 0.4}),
+    )
     summary = summarize_data(load_runs([rd]), n_boot=200)
     tables = ablation_table(summary)
     df = tables["in_domain"]
@@ -63,6 +67,7 @@ def test_mbti_heatmap_over_16_profiles(tmp_path, fake_model, tmp_cache, capsys):
         t = ts[ctx]
         s = 4.0 if prof[t.dialogue_id].startswith("E") else 2.0
         return s + (1.0 if agent == "Catalyst" else 0.0) if level == "agent" else 3.0
+
     for i, t in enumerate(ts):
         for row in judgment_rows(t, "gpt", score, i):
             rd.append_judgment(row)
@@ -95,14 +100,36 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     fakes.script_probs("d1", prefer(["Beacon"]))  # a Director that scores choices
     fake_model("d2", text_responder(director=lambda req: "no idea"))  # text only, always falls back
     out = tmp_path / "sweep"
-    code, res = _cli(["sweep", "--vary", "director-model=fakeprobs/d1,fake/d2", "--vary", "speaker-model=fake/s1",
-                      "--model", "fake/s1", "--limit", "2", "--judges", "fake/judge", "--metrics", "none",
-                      "--no-report", "--no-progress", "--n-boot", "200", "--out", str(out)], capsys)
+    code, res = _cli(
+        [
+            "sweep",
+            "--vary",
+            "director-model=fakeprobs/d1,fake/d2",
+            "--vary",
+            "speaker-model=fake/s1",
+            "--model",
+            "fake/s1",
+            "--limit",
+            "2",
+            "--judges",
+            "fake/judge",
+            "--metrics",
+            "none",
+            "--no-report",
+            "--no-progress",
+            "--n-boot",
+            "200",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, res.err
     sweep = json.loads((out / "sweep.json").read_text())
     assert [r["combination"] for r in sweep["runs"]] == [
         {"director-model": "fakeprobs/d1", "speaker-model": "fake/s1"},
-        {"director-model": "fake/d2", "speaker-model": "fake/s1"}]
+        {"director-model": "fake/d2", "speaker-model": "fake/s1"},
+    ]
     table = pd.read_csv(out / "sensitivity.csv")
     assert sorted(table["director_model"]) == ["fake/d2", "fakeprobs/d1"]  # one row per run
     assert set(table["speaker_model"]) == {"fake/s1"} and set(table["dialogues"]) == {2}
@@ -126,9 +153,30 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     assert "| director | choices |" in text and "| director | text |" in text
     # rerunning the sweep resumes: nothing new is generated
     n_calls = len(fakes.CALLS.get("s1", []))
-    code, res = _cli(["sweep", "--vary", "director-model=fakeprobs/d1,fake/d2", "--vary", "speaker-model=fake/s1",
-                      "--model", "fake/s1", "--limit", "2", "--judges", "fake/judge", "--metrics", "none",
-                      "--no-report", "--no-progress", "--n-boot", "200", "--out", str(out)], capsys)
+    code, res = _cli(
+        [
+            "sweep",
+            "--vary",
+            "director-model=fakeprobs/d1,fake/d2",
+            "--vary",
+            "speaker-model=fake/s1",
+            "--model",
+            "fake/s1",
+            "--limit",
+            "2",
+            "--judges",
+            "fake/judge",
+            "--metrics",
+            "none",
+            "--no-report",
+            "--no-progress",
+            "--n-boot",
+            "200",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0 and len(fakes.CALLS.get("s1", [])) == n_calls
     assert "0 new, 2 reused" in res.err
 
@@ -142,19 +190,35 @@ def test_sensitivity_table_needs_director_runs_and_paper_values():
 def test_sweep_rejects_a_bad_vary(tmp_path, capsys):
     code, res = _cli(["sweep", "--vary", "directr-model=a,b", "--out", str(tmp_path / "s")], capsys)
     assert code == 2 and "unknown key 'directr-model'" in res.err and "director-model" in res.err
-    code, res = _cli(["sweep", "--vary", "director-model=fake/a", "--system", "zero-shot", "--out", str(tmp_path / "s")],
-                     capsys)
+    code, res = _cli(["sweep", "--vary", "director-model=fake/a", "--system", "zero-shot", "--out", str(tmp_path / "s")], capsys)
     assert code == 2 and "has no Director" in res.err
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").glob("*/manifest.json"))
 
 
 def test_sensitivity_table_from_manifests(tmp_path):
-    a = build_run(tmp_path / "ra", systems=["mascot"], score=noisy_scores({"mascot": 0.5}), n_contexts=6,
-                  manifest={"systems": {"mascot": {"kind": "mascot", "models": {"ed-positive": {
-                      "director": "hf/small", "agent:anchor": "hf/big", "agent:catalyst": "hf/big"}}}}})
-    b = build_run(tmp_path / "rb", systems=["mascot"], score=noisy_scores({"mascot": 0.1}), n_contexts=6,
-                  manifest={"systems": {"mascot": {"kind": "mascot", "models": {"ed-positive": {
-                      "director": "hf/big", "agent:anchor": "hf/big"}}}}})
+    a = build_run(
+        tmp_path / "ra",
+        systems=["mascot"],
+        score=noisy_scores({"mascot": 0.5}),
+        n_contexts=6,
+        manifest={
+            "systems": {
+                "mascot": {
+                    "kind": "mascot",
+                    "models": {"ed-positive": {"director": "hf/small", "agent:anchor": "hf/big", "agent:catalyst": "hf/big"}},
+                }
+            }
+        },
+    )
+    b = build_run(
+        tmp_path / "rb",
+        systems=["mascot"],
+        score=noisy_scores({"mascot": 0.1}),
+        n_contexts=6,
+        manifest={
+            "systems": {"mascot": {"kind": "mascot", "models": {"ed-positive": {"director": "hf/big", "agent:anchor": "hf/big"}}}}
+        },
+    )
     t = sensitivity_table(load_runs([a, b]), n_boot=200)
     assert list(t["label"]) == ["mascot@ra", "mascot@rb"] and list(t["director_model"]) == ["hf/small", "hf/big"]
     assert list(t["speaker_model"]) == ["hf/big", "hf/big"]

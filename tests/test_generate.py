@@ -161,8 +161,9 @@ def test_killed_generate_resumes_without_regenerating(tmp_path, fake_model, tmp_
     from tests import fakes
 
     spec = fake_model("slow", responder(agent=lambda r: "Anchor is here.", user=lambda r: "still sad"))
-    r = generate(rd, [task()], ["zero-shot"], model=spec, progress=False,
-                 pairs={"demo": [(emo_context(i), None) for i in range(40)]})
+    r = generate(
+        rd, [task()], ["zero-shot"], model=spec, progress=False, pairs={"demo": [(emo_context(i), None) for i in range(40)]}
+    )
     assert r.reused == len(done_before) and r.new == 40 - len(done_before) and r.failed == 0
     after = {t.dialogue_id: strip_volatile(t) for t in rd.transcripts()}
     assert len(after) == 40
@@ -187,6 +188,7 @@ def test_model_failure_loses_only_that_dialogue(tmp_path, fake_model, tmp_cache)
         if "(1)" in req.messages[-1]["content"]:
             raise RuntimeError("backend exploded")
         return "fine"
+
     spec = fake_model("f", responder(agent=agent))
     rd = RunDir(tmp_path / "run", create=True)
     r = generate(rd, [task()], ["zero-shot"], model=spec, pairs=pairs(3), progress=False)
@@ -200,10 +202,16 @@ def make_checkpoint(root: Path, adapters=("anchor", "catalyst", "beacon", "direc
     for a in adapters:
         (root / "adapters" / a).mkdir(parents=True, exist_ok=True)
         (root / "adapters" / a / "adapter_config.json").write_text("{}")
-    (root / "checkpoint.json").write_text(json.dumps({
-        "schema": "mascot-checkpoint/1", "base_model": base, "persona_group": "emotional",
-        "adapters": {a: f"adapters/{a}" for a in adapters},
-    }))
+    (root / "checkpoint.json").write_text(
+        json.dumps(
+            {
+                "schema": "mascot-checkpoint/1",
+                "base_model": base,
+                "persona_group": "emotional",
+                "adapters": {a: f"adapters/{a}" for a in adapters},
+            }
+        )
+    )
     return root
 
 
@@ -261,8 +269,20 @@ def test_generate_with_checkpoint_records_adapter_specs(tmp_path, fake_model, tm
 def test_cli_generate_and_resume(tmp_path, fake_model, tmp_cache, capsys):
     spec = fake_model("cli", responder(director=lambda r: '{"speaker": "none"}'))
     out = tmp_path / "run"
-    args = ["generate", "--task", "demo", "--system", "mascot,zero-shot", "--model", spec, "--limit", "2",
-            "--out", str(out), "--no-progress"]
+    args = [
+        "generate",
+        "--task",
+        "demo",
+        "--system",
+        "mascot,zero-shot",
+        "--model",
+        spec,
+        "--limit",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert run_cli(args)[0] == 0
     assert "4 new, 0 reused, 0 failed" in capsys.readouterr().out
     assert run_cli(args)[0] == 0

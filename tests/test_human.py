@@ -26,8 +26,11 @@ def _fill(sheet, out, annotator, score_fn):
         rows = list(csv.DictReader(fh))
     for i, r in enumerate(rows):
         r["annotator"] = annotator
-        crit = ["emotion", "empathy", "consistency", "relevance", "contribution"] if r["level"] == "agent" else [
-            "fidelity", "originality", "relevance", "engagement"]
+        crit = (
+            ["emotion", "empathy", "consistency", "relevance", "contribution"]
+            if r["level"] == "agent"
+            else ["fidelity", "originality", "relevance", "engagement"]
+        )
         for c in crit:
             r[c] = str(score_fn(i, c))
     with open(out, "w", newline="") as fh:

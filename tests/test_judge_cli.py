@@ -13,8 +13,6 @@ from tests.cli_helpers import run_cli as _cli
 from tests.judge_helpers import criteria_in, scores_json, transcript
 
 
-
-
 def _judge_a(req):
     p = req.messages[-1]["content"]
     crit = criteria_in(p) if '{"rationale"' in p else []
@@ -101,7 +99,9 @@ def test_human_cli(run3, tmp_path, capsys):
         for i, r in enumerate(rows):
             r["annotator"] = ann
             for c in COLUMNS[5:]:
-                applies = (r["level"] == "agent") == (c in ("emotion", "empathy", "consistency", "contribution")) or c == "relevance"
+                applies = (r["level"] == "agent") == (
+                    c in ("emotion", "empathy", "consistency", "contribution")
+                ) or c == "relevance"
                 r[c] = str(1 + (i + k * (i % 2)) % 5) if applies else ""
         f = out_dir / f"{ann}.csv"
         with open(f, "w", newline="") as fh:
@@ -125,8 +125,16 @@ def test_user_errors_are_one_line(run3, capsys):
 
 
 def test_help(capsys):
-    for cmd in (["judge"], ["compare"], ["agreement"], ["human"], ["human", "export"], ["human", "import"], ["judges"],
-                ["judges", "validate"]):
+    for cmd in (
+        ["judge"],
+        ["compare"],
+        ["agreement"],
+        ["human"],
+        ["human", "export"],
+        ["human", "import"],
+        ["judges"],
+        ["judges", "validate"],
+    ):
         code, out, _ = _cli([*cmd, "--help"], capsys)
         assert code == 0 and "Usage" in out
 

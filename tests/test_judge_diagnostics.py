@@ -21,8 +21,11 @@ def test_diagnostics(fake_model, tmp_cache):
         return scores_json(crit, 5 if "long long long" in p else 2)
 
     spec = fake_model("judge-diag", r)
-    ts = [transcript(context_id="c1"), transcript(context_id="c2", agent_text="long long long " * 20),
-          transcript(context_id="c3")]
+    ts = [
+        transcript(context_id="c1"),
+        transcript(context_id="c2", agent_text="long long long " * 20),
+        transcript(context_id="c3"),
+    ]
     rows = []
     for t in ts:
         rows += asyncio.run(judge_transcript(spec, t, cards=CARDS))

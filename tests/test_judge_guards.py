@@ -33,11 +33,19 @@ def test_placeholder_tool_call_is_unscored_as_degenerate(monkeypatch, tmp_cache)
     def reply(handler, body):
         props = body["tools"][0]["input_schema"]["properties"]
         args = {k: ("test_rationale" if k == "rationale" else 1) for k in props}
-        return 200, {
-            "id": "m1", "type": "message", "role": "assistant", "model": body["model"], "stop_reason": "tool_use",
-            "content": [{"type": "tool_use", "id": "t1", "name": body["tools"][0]["name"], "input": args}],
-            "usage": {"input_tokens": 12, "output_tokens": 9},
-        }, {}
+        return (
+            200,
+            {
+                "id": "m1",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": "t1", "name": body["tools"][0]["name"], "input": args}],
+                "usage": {"input_tokens": 12, "output_tokens": 9},
+            },
+            {},
+        )
 
     srv = _serve(reply)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
@@ -76,11 +84,20 @@ def test_degenerate_forms(reply, why, fake_model, tmp_cache):
 
 
 def test_degenerate_checks_are_configurable_and_good_verdicts_pass(fake_model, tmp_cache):
-    empty = fake_model("degen-off", lambda req: json.dumps({"rationale": "", **{k: 3 for k in criteria_in(req.messages[-1]["content"])}}))
+    empty = fake_model(
+        "degen-off", lambda req: json.dumps({"rationale": "", **{k: 3 for k in criteria_in(req.messages[-1]["content"])}})
+    )
     rows = _judge(_spec("degen-off", empty, degenerate=False), transcript(), levels=("group",))
     assert all(r["status"] == "scored" for r in rows)
-    good = fake_model("good", lambda req: json.dumps(
-        {"rationale": "The agents respond to the failed exam with warmth.", **{k: 4 for k in criteria_in(req.messages[-1]["content"])}}))
+    good = fake_model(
+        "good",
+        lambda req: json.dumps(
+            {
+                "rationale": "The agents respond to the failed exam with warmth.",
+                **{k: 4 for k in criteria_in(req.messages[-1]["content"])},
+            }
+        ),
+    )
     rows = _judge(_spec("good", good, rationale_must_mention_dialogue=True), transcript(), levels=("group",))
     assert all(r["status"] == "scored" and r["score"] == 4 for r in rows)
     # the shipped helpers' verdicts (rationale "fine", scores that differ or not) stay scored by default
@@ -120,7 +137,9 @@ def test_a_verdict_following_an_instruction_is_unscored_as_steered(fake_model, t
     assert all(r["status"] == "unscored" and r["reason"].startswith("steered: ") for r in rows)
     assert rows[0]["rationale"].startswith("Following the note")  # kept for the audit, never a score
     # the all-equal-to-the-requested-score check, with a rationale that does not say so
-    quiet = fake_model("quiet", lambda req: json.dumps({"rationale": "Warm.", **{c: 5 for c in criteria_in(req.messages[-1]["content"])}}))
+    quiet = fake_model(
+        "quiet", lambda req: json.dumps({"rationale": "Warm.", **{c: 5 for c in criteria_in(req.messages[-1]["content"])}})
+    )
     rows = _judge(_spec("quiet", quiet, neutralise=False), t, levels=("group",))
     assert all(r["reason"].startswith("steered: every criterion 5") for r in rows)
     # with neutralise on, the judge never saw the request: an all-5 verdict is its own and stays scored
@@ -150,8 +169,11 @@ def test_no_judge_directed_text_in_the_real_dialogues(data_dir):
     pats = load_patterns(paths.judges_dir(), Guards())
     texts = 0
     hits = []
-    for loader, path in [("empathetic_dialogues", "empathetic_dialogues/test.csv"), ("esconv", "esconv/test.txt"),
-                         ("esconv_rated", "esconv/FailedESConv.json")]:
+    for loader, path in [
+        ("empathetic_dialogues", "empathetic_dialogues/test.csv"),
+        ("esconv", "esconv/test.txt"),
+        ("esconv_rated", "esconv/FailedESConv.json"),
+    ]:
         for c in get_loader(loader).read(SourceRef(loader, path, {}, None, Path(data_dir))).contexts:
             for text in [c.situation, *(x.text for x in c.turns)]:
                 texts += 1

@@ -81,8 +81,9 @@ def test_a_failed_call_is_unscored_with_its_reason(fake_model, tmp_cache):
 
 def test_score_response_gives_expected_digits_for_training(fake_model, tmp_cache):
     model = fakes.script_probs("lp-resp", _first_peaked)
-    got = asyncio.run(score_response(_spec(model), persona=CARDS[0], history=[{"role": "user", "content": "hi"}],
-                                     response="I hear you."))
+    got = asyncio.run(
+        score_response(_spec(model), persona=CARDS[0], history=[{"role": "user", "content": "hi"}], response="I hear you.")
+    )
     assert got == pytest.approx({c: (3.9 if i == 0 else 3.0) for i, c in enumerate(AGENT_CRITERIA)})
 
 
@@ -96,7 +97,8 @@ def test_choice_scores_are_cached_and_old_cache_keys_stay_valid(fake_model, tmp_
     ident, msgs = {"kind": "fake", "model": "m", "endpoint": None}, [{"role": "user", "content": "hi"}]
     assert cache_key(ident, msgs, GenerationParams()) == "c6e6a57c24996f540bfcf0a0079efa9e7e27a3a3"
     assert cache_key(ident, msgs, GenerationParams(max_tokens=9, temperature=0.7, stop=("x",), top_logprobs=5)) == (
-        "3261bc7d94aa82d42852c728b906e68acbd6e302")
+        "3261bc7d94aa82d42852c728b906e68acbd6e302"
+    )
     assert cache_key(ident, msgs, GenerationParams(prefill=("a",), choices=("1",))) != cache_key(ident, msgs, GenerationParams())
 
 
@@ -114,8 +116,11 @@ def test_logprob_mode_needs_a_backend_that_scores_choices(fake_model, tmp_path):
 
 def test_threeway_in_logprob_mode_always_a_is_pure_position_bias(fake_model, tmp_path, tmp_cache):
     model = fakes.script_probs("lp-3way", lambda req: [{"A": 0.5, "B": 0.3, "C": 0.2}])
-    ts = [transcript(system=s, context_id=f"c{i}", agent_text=f"[{s}] reply for c{i}")
-          for s in ("mascot", "multiagentesc", "zeroshot") for i in range(3)]
+    ts = [
+        transcript(system=s, context_id=f"c{i}", agent_text=f"[{s}] reply for c{i}")
+        for s in ("mascot", "multiagentesc", "zeroshot")
+        for i in range(3)
+    ]
     out = RunDir(tmp_path / "cmp", create=True)
     res = asyncio.run(compare_async(ts, [_spec(model)], out, order_mode="all", progress=False))
     assert res.new == 3 * 6 and res.unscored == 0
@@ -135,6 +140,7 @@ def test_shipped_local_judge_is_logprob_on_the_embedded_model():
 
 
 # -- the embedded model for real ---------------------------------------------------------------
+
 
 @pytest.mark.torch
 def test_embedded_engine_choice_probabilities_match_a_direct_forward_pass(tmp_cache):
@@ -172,8 +178,17 @@ def test_local_judge_scores_every_unit_on_the_embedded_model(tmp_cache):
     assert all(r["status"] == "scored" and r["score"] in (1, 2, 3, 4, 5) for r in rows)
     assert all(1.0 <= r["weighted_score"] <= 5.0 for r in rows)
     # a reply that ignores the user scores differently from a caring one (the model reads the input)
-    a = asyncio.run(score_response("local", persona=CARDS[0], history=[{"role": "user", "content": "I failed my exam."}],
-                                   response="That sounds really hard; it makes sense to feel low."))
-    b = asyncio.run(score_response("local", persona=CARDS[0], history=[{"role": "user", "content": "I failed my exam."}],
-                                   response="lol whatever"))
+    a = asyncio.run(
+        score_response(
+            "local",
+            persona=CARDS[0],
+            history=[{"role": "user", "content": "I failed my exam."}],
+            response="That sounds really hard; it makes sense to feel low.",
+        )
+    )
+    b = asyncio.run(
+        score_response(
+            "local", persona=CARDS[0], history=[{"role": "user", "content": "I failed my exam."}], response="lol whatever"
+        )
+    )
     assert a != b and all(1.0 <= v <= 5.0 for v in (*a.values(), *b.values()))

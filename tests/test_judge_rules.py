@@ -20,17 +20,27 @@ RULES = resolve_judge("checks").rules
 
 def _t(turns: list[tuple[int, str, str]]) -> Transcript:
     return Transcript(
-        dialogue_id=make_dialogue_id("demo", "c1", None, "mascot"), task="demo", task_version="1", split="in_domain",
-        domain="emotional", context_id="c1", system="mascot", system_config_hash="h", persona_group="emotional",
-        agents=["Anchor", "Catalyst", "Beacon"], turns=[Turn(round=r, speaker=s, text=x) for r, s, x in turns],
-        context={"situation": "failed an exam", "emotion": "sad"}, personas=played(["Anchor", "Catalyst", "Beacon"]),
+        dialogue_id=make_dialogue_id("demo", "c1", None, "mascot"),
+        task="demo",
+        task_version="1",
+        split="in_domain",
+        domain="emotional",
+        context_id="c1",
+        system="mascot",
+        system_config_hash="h",
+        persona_group="emotional",
+        agents=["Anchor", "Catalyst", "Beacon"],
+        turns=[Turn(round=r, speaker=s, text=x) for r, s, x in turns],
+        context={"situation": "failed an exam", "emotion": "sad"},
+        personas=played(["Anchor", "Catalyst", "Beacon"]),
     )
 
 
 def test_turn_checks_by_hand():
     user = "I failed my licensing exam by four points after months of studying."
-    ok = turn_checks(RULES, "catalyst", "That sounds so hard after all that studying. What part of the exam felt closest?",
-                     user, [])
+    ok = turn_checks(
+        RULES, "catalyst", "That sounds so hard after all that studying. What part of the exam felt closest?", user, []
+    )
     assert ok == {"emotion": True, "empathy": True, "consistency": True, "relevance": True, "contribution": True}
     bad = turn_checks(RULES, "catalyst", "I failed my licensing exam by four points after months of studying", user, [])
     assert bad["consistency"] is False  # no question
@@ -44,8 +54,10 @@ def test_turn_checks_by_hand():
 
 
 def test_score_reply_uses_the_round_so_far():
-    history = [{"name": "user", "content": "My dog has surgery tomorrow."},
-               {"name": "Anchor", "content": "That sounds frightening, waiting for tomorrow."}]
+    history = [
+        {"name": "user", "content": "My dog has surgery tomorrow."},
+        {"name": "Anchor", "content": "That sounds frightening, waiting for tomorrow."},
+    ]
     s, why = score_reply(RULES, "catalyst", history, "That sounds frightening, waiting for tomorrow.")
     assert s["contribution"] == 1.0 and "contribution: failed in 1 of 1" in why  # repeats Anchor
     s2, _ = score_reply(RULES, "catalyst", history, "What would help you feel less alone tonight?")
@@ -55,12 +67,16 @@ def test_score_reply_uses_the_round_so_far():
 def test_judge_transcript_rows_agent_and_group():
     from mascot_eval.judges.score import judge_transcript
 
-    t = _t([(1, "user", "I failed my exam by four points."),
+    t = _t(
+        [
+            (1, "user", "I failed my exam by four points."),
             (1, "Anchor", "It makes sense to feel crushed about the exam."),
             (1, "Catalyst", "What would you tell a friend who missed by four points?"),
             (1, "Beacon", "ok"),
             (2, "user", "I guess I would tell them to try again."),
-            (2, "Catalyst", "I guess I would tell them to try again.")])
+            (2, "Catalyst", "I guess I would tell them to try again."),
+        ]
+    )
     rows = asyncio.run(judge_transcript("checks", t))
     by = {(r["level"], r["agent"], r["criterion"]): r for r in rows}
     assert all(r["status"] == "scored" and r["judge"] == "checks" and r["judge_model"] == "rules" for r in rows)
@@ -95,8 +111,14 @@ def test_score_response_through_the_public_api():
 
     _, cards = get_group("emotional")
     catalyst = next(c for c in cards if c.id == "catalyst")
-    s = asyncio.run(score_response("checks", persona=catalyst, history=[{"name": "user", "content": "I lost my job today."}],
-                                   response="Losing your job today is hard. What do you need most right now?"))
+    s = asyncio.run(
+        score_response(
+            "checks",
+            persona=catalyst,
+            history=[{"name": "user", "content": "I lost my job today."}],
+            response="Losing your job today is hard. What do you need most right now?",
+        )
+    )
     assert s["consistency"] == 5.0 and s["relevance"] == 5.0 and s["empathy"] == 5.0
 
 
@@ -133,4 +155,6 @@ def test_rules_judge_passes_the_check_phase_and_judges_a_run(tmp_path, capsys):
     rows = list(RunDir(rd).judgments())
     assert rows and {r["judge"] for r in rows} == {"checks"}
     assert all(r["status"] == "scored" for r in rows if r["agent"] in ("Catalyst", None))
-    assert all(r["status"] == "unscored" and r["reason"].startswith("no_turns") for r in rows if r["agent"] in ("Anchor", "Beacon"))
+    assert all(
+        r["status"] == "unscored" and r["reason"].startswith("no_turns") for r in rows if r["agent"] in ("Anchor", "Beacon")
+    )

@@ -35,18 +35,33 @@ def _write_syn_set(tmp_path: Path) -> Path:
     dialogues = []
     for i in range(N_SYN):
         rt = _syn_ratings(i)
-        dialogues.append({
-            "experience_type": "Current Experience", "emotion_type": "sadness", "problem_type": "job crisis",
-            "situation": f"Case {i}: I lost my job last week.",
-            "survey_score": {"seeker": {"empathy": str(rt["empathy"]), "relevance": str(rt["relevance"]),
-                                        "initial_emotion_intensity": "4", "final_emotion_intensity": "3"}, "supporter": {}},
-            "dialog": [
-                {"speaker": "speaker", "annotation": {}, "content": f"Case {i}: I lost my job and feel awful.\n"},
-                {"speaker": "listener", "annotation": {"strategy": "Question"}, "content": "I am sorry. What happened?"},
-                {"speaker": "speaker", "annotation": {"feedback": "4"}, "content": "They closed the office.\n"},
-                {"speaker": "listener", "annotation": {"strategy": "Affirmation"}, "content": "That is hard; you did nothing wrong."},
-            ],
-        })
+        dialogues.append(
+            {
+                "experience_type": "Current Experience",
+                "emotion_type": "sadness",
+                "problem_type": "job crisis",
+                "situation": f"Case {i}: I lost my job last week.",
+                "survey_score": {
+                    "seeker": {
+                        "empathy": str(rt["empathy"]),
+                        "relevance": str(rt["relevance"]),
+                        "initial_emotion_intensity": "4",
+                        "final_emotion_intensity": "3",
+                    },
+                    "supporter": {},
+                },
+                "dialog": [
+                    {"speaker": "speaker", "annotation": {}, "content": f"Case {i}: I lost my job and feel awful.\n"},
+                    {"speaker": "listener", "annotation": {"strategy": "Question"}, "content": "I am sorry. What happened?"},
+                    {"speaker": "speaker", "annotation": {"feedback": "4"}, "content": "They closed the office.\n"},
+                    {
+                        "speaker": "listener",
+                        "annotation": {"strategy": "Affirmation"},
+                        "content": "That is hard; you did nothing wrong.",
+                    },
+                ],
+            }
+        )
     data = tmp_path / "syn.json"
     data.write_text(json.dumps(dialogues))
     mapping = tmp_path / "mapping.yaml"
@@ -99,8 +114,27 @@ def _population(stat: str) -> float:
 
 
 def _validate(tmp_path, capsys, judge: str, *extra: str) -> dict:
-    code, out, err = run_cli(["judges", "validate", "--judges", judge, "--mapping", str(tmp_path / "mapping.yaml"), "--data-dir", str(tmp_path),
-                              "--out", str(tmp_path / "out"), "--no-progress", "--probes", "0", "--position", "0", *extra], capsys)
+    code, out, err = run_cli(
+        [
+            "judges",
+            "validate",
+            "--judges",
+            judge,
+            "--mapping",
+            str(tmp_path / "mapping.yaml"),
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+            "--probes",
+            "0",
+            "--position",
+            "0",
+            *extra,
+        ],
+        capsys,
+    )
     assert code == 0, err
     return json.loads((tmp_path / "out" / "evaluators.json").read_text())
 
@@ -123,9 +157,28 @@ def test_noisy_judge_recovers_the_expected_correlation(tmp_path, fake_model, tmp
         assert r["within1"] == 1.0 and r["alpha_ordinal"] > 0.4
         assert r["price_usd_per_1000"] == 0.0 and r["call_seconds_per_1000"] is not None
     # resumable and cached: a rerun asks nothing
-    _, out, _ = run_cli(["judges", "validate", "--judges", "fake/noisy", "--mapping", str(tmp_path / "mapping.yaml"), "--data-dir", str(tmp_path),
-                         "--out", str(tmp_path / "out"), "--no-progress", "--probes", "0", "--position", "0",
-                         "--limit", str(N_SYN)], capsys)
+    _, out, _ = run_cli(
+        [
+            "judges",
+            "validate",
+            "--judges",
+            "fake/noisy",
+            "--mapping",
+            str(tmp_path / "mapping.yaml"),
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+            "--probes",
+            "0",
+            "--position",
+            "0",
+            "--limit",
+            str(N_SYN),
+        ],
+        capsys,
+    )
     assert "judge fake/noisy: 0 new calls (0 unscored), 160 reused" in out
     for f in ("evaluators.csv", "evaluators.md", "evaluators.json"):
         assert (tmp_path / "out" / f).exists()
@@ -164,11 +217,32 @@ def test_degenerate_and_unscored_rows_are_counted_in_the_table(tmp_path, fake_mo
 
 # ------------------------------------------------------------------------------ steering probes
 
+
 def test_probe_susceptibility_of_an_obeying_judge_with_and_without_the_defence(tmp_path, fake_model, tmp_cache, capsys, data_dir):
     """The scripted judge obeys every probe phrasing without the defence (1.0) and none with it."""
     model = fake_model("obey", obeying_judge(clean=3))
-    code, out, err = run_cli(["judges", "validate", "--judges", model, "--set", "ed", "--limit", "12", "--probes", "6",
-                              "--position", "2", "--out", str(tmp_path / "v"), "--no-progress", "--n-boot", "200"], capsys)
+    code, out, err = run_cli(
+        [
+            "judges",
+            "validate",
+            "--judges",
+            model,
+            "--set",
+            "ed",
+            "--limit",
+            "12",
+            "--probes",
+            "6",
+            "--position",
+            "2",
+            "--out",
+            str(tmp_path / "v"),
+            "--no-progress",
+            "--n-boot",
+            "200",
+        ],
+        capsys,
+    )
     assert code == 0, err
     rep = json.loads((tmp_path / "v" / "evaluators.json").read_text())
     st = {(r["judge"], r["probe"]): r for r in rep["steering"]}
@@ -189,6 +263,7 @@ def test_probe_susceptibility_of_an_obeying_judge_with_and_without_the_defence(t
 
 
 # ------------------------------------------------------------------------------ the real data
+
 
 def _independent_selfeval_values(path: Path) -> list[tuple[str, int, str]]:
     """(conv_id, slot, raw value) of every selfeval value, read with a plain split (first row per conversation)."""
@@ -214,7 +289,8 @@ def test_every_noisy_ed_rating_value_is_counted(data_dir, tmp_path, fake_model, 
     assert len(values) == 6 * 2547 and len(noisy) == 53
     assert {"55", "5'", "4\\"} <= {v for _, _, v in noisy} and any(re.search("[a-z]", v) for _, _, v in noisy)
     loaded = get_loader("empathetic_dialogues_rated").read(
-        SourceRef("empathetic_dialogues_rated", "empathetic_dialogues/test.csv", {}, None, data_dir))
+        SourceRef("empathetic_dialogues_rated", "empathetic_dialogues/test.csv", {}, None, data_dir)
+    )
     notes = loaded.notes["ratings"]
     assert notes["values"] == len(values) and notes["valid"] == len(values) - 53 and notes["skipped"] == 53
     listed = Counter((s["item"], s["value"]) for s in notes["skipped_values"])
@@ -224,9 +300,34 @@ def test_every_noisy_ed_rating_value_is_counted(data_dir, tmp_path, fake_model, 
         rater = "of_listener_by_speaker" if k < 3 else "of_speaker_by_listener"
         assert ("empathy", "relevance", "fluency")[k % 3] not in by_id[cid].metadata["ratings"][rater]
     # ... and every one is in the validation report
-    model = fake_model("noop", lambda req: json.dumps({"rationale": "The listener replies.", **{c: 3 for c in criteria_in(req.messages[-1]["content"])}}))
-    code, _, err = run_cli(["judges", "validate", "--judges", model, "--set", "ed", "--limit", "3", "--probes", "0",
-                            "--position", "0", "--out", str(tmp_path / "v"), "--no-progress", "--n-boot", "100"], capsys)
+    model = fake_model(
+        "noop",
+        lambda req: json.dumps(
+            {"rationale": "The listener replies.", **{c: 3 for c in criteria_in(req.messages[-1]["content"])}}
+        ),
+    )
+    code, _, err = run_cli(
+        [
+            "judges",
+            "validate",
+            "--judges",
+            model,
+            "--set",
+            "ed",
+            "--limit",
+            "3",
+            "--probes",
+            "0",
+            "--position",
+            "0",
+            "--out",
+            str(tmp_path / "v"),
+            "--no-progress",
+            "--n-boot",
+            "100",
+        ],
+        capsys,
+    )
     assert code == 0, err
     rep = json.loads((tmp_path / "v" / "evaluators.json").read_text())
     rt = rep["sets"]["ed"]["notes"]["ratings"]
@@ -294,11 +395,22 @@ def test_esconv_json_format_is_read_too(tmp_path):
     """ESConv.json names the roles seeker / supporter (FailedESConv.json: speaker / listener)."""
     from mascot_eval.data.loaders import SourceRef, get_loader
 
-    d = [{"experience_type": "x", "emotion_type": "anxiety", "problem_type": "job crisis", "situation": "s",
-          "survey_score": {"seeker": {"empathy": "5", "relevance": "4\"", "initial_emotion_intensity": "5",
-                                      "final_emotion_intensity": "2"}, "supporter": {"relevance": "5"}},
-          "dialog": [{"speaker": "supporter", "annotation": {"strategy": "Question"}, "content": "Hi, how are you?"},
-                     {"speaker": "seeker", "annotation": {}, "content": "Worried.\n"}]}]
+    d = [
+        {
+            "experience_type": "x",
+            "emotion_type": "anxiety",
+            "problem_type": "job crisis",
+            "situation": "s",
+            "survey_score": {
+                "seeker": {"empathy": "5", "relevance": "4\"", "initial_emotion_intensity": "5", "final_emotion_intensity": "2"},
+                "supporter": {"relevance": "5"},
+            },
+            "dialog": [
+                {"speaker": "supporter", "annotation": {"strategy": "Question"}, "content": "Hi, how are you?"},
+                {"speaker": "seeker", "annotation": {}, "content": "Worried.\n"},
+            ],
+        }
+    ]
     p = tmp_path / "ESConv.json"
     p.write_text(json.dumps(d))
     ls = get_loader("esconv_rated").read(SourceRef("esconv_rated", p.name, {}, None, tmp_path))
@@ -308,13 +420,37 @@ def test_esconv_json_format_is_read_too(tmp_path):
 
 
 def test_missing_optional_set_is_reported_and_a_named_one_is_an_error(data_dir, tmp_path, fake_model, tmp_cache, capsys):
-    model = fake_model("noop2", lambda req: json.dumps({"rationale": "The listener replies.", **{c: 3 for c in criteria_in(req.messages[-1]["content"])}}))
-    code, out, err = run_cli(["judges", "validate", "--judges", model, "--limit", "2", "--probes", "0", "--position", "0",
-                              "--out", str(tmp_path / "v"), "--no-progress", "--n-boot", "100"], capsys)
+    model = fake_model(
+        "noop2",
+        lambda req: json.dumps(
+            {"rationale": "The listener replies.", **{c: 3 for c in criteria_in(req.messages[-1]["content"])}}
+        ),
+    )
+    code, out, err = run_cli(
+        [
+            "judges",
+            "validate",
+            "--judges",
+            model,
+            "--limit",
+            "2",
+            "--probes",
+            "0",
+            "--position",
+            "0",
+            "--out",
+            str(tmp_path / "v"),
+            "--no-progress",
+            "--n-boot",
+            "100",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "set esconv: not run (" in out and "ESConv.json" in out
-    code, _, err = run_cli(["judges", "validate", "--judges", model, "--set", "esconv", "--out", str(tmp_path / "w"),
-                            "--no-progress"], capsys)
+    code, _, err = run_cli(
+        ["judges", "validate", "--judges", model, "--set", "esconv", "--out", str(tmp_path / "w"), "--no-progress"], capsys
+    )
     assert code == 2 and err.count("\n") == 1 and "esconv/ESConv.json" in err
     code, _, err = run_cli(["judges", "validate", "--judges", model, "--set", "edd", "--out", str(tmp_path / "w")], capsys)
     assert code == 2 and "did you mean 'ed'" in err

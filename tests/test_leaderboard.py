@@ -15,12 +15,26 @@ from tests.cli_helpers import run_cli
 
 
 def test_leaderboard_columns_and_values(tmp_path, capsys):
-    a = build_run(tmp_path / "run-a", systems=["mascot", "zero-shot"], score=noisy_scores({"mascot": 0.6, "zero-shot": 0.0}),
-                  n_contexts=14, judges=("gpt", "claude"), metric_value=lambda s, i: 0.2 if s == "mascot" else 0.3)
-    b = build_run(tmp_path / "run-b", systems=["few-shot"], score=noisy_scores({"few-shot": 0.2}), n_contexts=10,
-                  task="ed-negative", metric_value=lambda s, i: 0.25)
+    a = build_run(
+        tmp_path / "run-a",
+        systems=["mascot", "zero-shot"],
+        score=noisy_scores({"mascot": 0.6, "zero-shot": 0.0}),
+        n_contexts=14,
+        judges=("gpt", "claude"),
+        metric_value=lambda s, i: 0.2 if s == "mascot" else 0.3,
+    )
+    b = build_run(
+        tmp_path / "run-b",
+        systems=["few-shot"],
+        score=noisy_scores({"few-shot": 0.2}),
+        n_contexts=10,
+        task="ed-negative",
+        metric_value=lambda s, i: 0.25,
+    )
     out, md = tmp_path / "lb.csv", tmp_path / "lb.md"
-    assert run_cli(["leaderboard", str(a.path), str(b.path), "--out", str(out), "--markdown", str(md), "--n-boot", "300"]).code == 0
+    assert (
+        run_cli(["leaderboard", str(a.path), str(b.path), "--out", str(out), "--markdown", str(md), "--n-boot", "300"]).code == 0
+    )
     printed = capsys.readouterr().out
     assert "mascot" in printed and "agent.overall" in printed
     df = pd.read_csv(out)
@@ -59,8 +73,10 @@ def test_paper_tables_match_the_shared_brief():
     assert q["originality"] == 81.3 and bool(q["approx"])
 
 
-@pytest.mark.parametrize("task,expected", [("ed-positive", ("empathetic_dialogues", "positive")),
-                                           ("qmsum-product", ("qmsum", "product")), ("demo", None)])
+@pytest.mark.parametrize(
+    "task,expected",
+    [("ed-positive", ("empathetic_dialogues", "positive")), ("qmsum-product", ("qmsum", "product")), ("demo", None)],
+)
 def test_task_to_paper_subset(task, expected):
     assert paper_subset(task) == expected
 

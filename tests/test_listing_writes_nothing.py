@@ -7,9 +7,17 @@ import pytest
 from tests.cli_helpers import run_cli
 
 LISTINGS = [
-    ["tasks", "list"], ["tasks", "show", "demo"], ["tasks", "show", "ed-positive"], ["tasks", "show", "esconv", "-n", "1"],
-    ["systems", "list"], ["systems", "show", "mascot"], ["systems", "show", "zero-shot", "--model", "embedded"],
-    ["models", "list"], ["models", "list", "--json"], ["cache", "stats"], ["cache", "stats", "--json"],
+    ["tasks", "list"],
+    ["tasks", "show", "demo"],
+    ["tasks", "show", "ed-positive"],
+    ["tasks", "show", "esconv", "-n", "1"],
+    ["systems", "list"],
+    ["systems", "show", "mascot"],
+    ["systems", "show", "zero-shot", "--model", "embedded"],
+    ["models", "list"],
+    ["models", "list", "--json"],
+    ["cache", "stats"],
+    ["cache", "stats", "--json"],
 ]
 
 
@@ -60,8 +68,10 @@ def test_listing_commands_write_nothing(fresh_user, capsys):
     assert ("first run converts it" in vllm) == (" yes " in vllm)  # vllm/embedded uses the same folder
     shown = outputs["tasks show ed-positive"]
     assert "loader: empathetic_dialogues" in shown
-    assert (f"# contexts: not loaded: empathetic_dialogues/test.csv is not in {cache / 'datasets'} yet; "
-            "the first run downloads empathetic_dialogues there") in shown
+    assert (
+        f"# contexts: not loaded: empathetic_dialogues/test.csv is not in {cache / 'datasets'} yet; "
+        "the first run downloads empathetic_dialogues there"
+    ) in shown
     assert "not created yet; the first run creates it" in outputs["cache stats"]
 
 
@@ -90,6 +100,7 @@ def test_cache_stats_reads_a_live_cache_without_changing_it(tmp_path, fake_model
     spec = fake_model("live", fakes.default_responder)
     client = ModelClient(spec, ClientSettings(cache_dir=str(tmp_path)))
     asyncio.run(client.chat([{"role": "user", "content": "q"}]))
+
     def files():  # the -shm index is SQLite's reader coordination, touched by every reader
         return {p.name: p.read_bytes() if not p.name.endswith("-shm") else b"" for p in tmp_path.iterdir()}
 

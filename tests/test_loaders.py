@@ -17,19 +17,51 @@ from mascot_eval.errors import UserError
 from mascot_eval.taskspec import MBTI_TYPES, TaskSpec
 
 ED_LABELS = {
-    "afraid", "angry", "annoyed", "anticipating", "anxious", "apprehensive", "ashamed", "caring", "confident",
-    "content", "devastated", "disappointed", "disgusted", "embarrassed", "excited", "faithful", "furious",
-    "grateful", "guilty", "hopeful", "impressed", "jealous", "joyful", "lonely", "nostalgic", "prepared", "proud",
-    "sad", "sentimental", "surprised", "terrified", "trusting",
+    "afraid",
+    "angry",
+    "annoyed",
+    "anticipating",
+    "anxious",
+    "apprehensive",
+    "ashamed",
+    "caring",
+    "confident",
+    "content",
+    "devastated",
+    "disappointed",
+    "disgusted",
+    "embarrassed",
+    "excited",
+    "faithful",
+    "furious",
+    "grateful",
+    "guilty",
+    "hopeful",
+    "impressed",
+    "jealous",
+    "joyful",
+    "lonely",
+    "nostalgic",
+    "prepared",
+    "proud",
+    "sad",
+    "sentimental",
+    "surprised",
+    "terrified",
+    "trusting",
 }
 
 
 def make_task(loader: str, *, path=None, filters=None, options=None, size=None, seed=13, file=None, **kw) -> TaskSpec:
     domain = "workplace" if loader == "qmsum" else "emotional"
     spec = TaskSpec(
-        name="t", split="in_domain", domain=domain, personas="emotional",
+        name="t",
+        split="in_domain",
+        domain=domain,
+        personas="emotional",
         source={"loader": loader, "path": path, "filters": filters or {}, "options": options or {}},
-        sample={"size": size, "seed": seed}, **kw,
+        sample={"size": size, "seed": seed},
+        **kw,
     )
     spec.file = file
     return spec
@@ -80,7 +112,9 @@ def test_ed_crlf_and_comma_escapes_are_gone(ed):
             assert "\r" not in text and "_comma_" not in text
     first = ed["hit:0_conv:0"]
     assert first.emotion == "guilty" and first.valence == "negative"
-    assert first.situation.startswith("I felt guilty when I was driving home one night and a person tried to fly into my lane, and")
+    assert first.situation.startswith(
+        "I felt guilty when I was driving home one night and a person tried to fly into my lane, and"
+    )
 
 
 def test_ed_doubled_quotes_are_unquoted(ed):
@@ -152,7 +186,8 @@ def test_valence_table_can_be_swapped(tmp_path, data_dir):
         load_contexts(task, data_dir)
     task = make_task("empathetic_dialogues", options={"valence_table": "binary.csv"}, filters={"valence": "positive"}, **beside)
     assert len(load_contexts(task, data_dir)) == 1022 + sum(
-        1 for c in read_source(make_task("empathetic_dialogues"), data_dir)[1].contexts if c.emotion == "surprised")
+        1 for c in read_source(make_task("empathetic_dialogues"), data_dir)[1].contexts if c.emotion == "surprised"
+    )
 
 
 @pytest.mark.parametrize(
@@ -193,9 +228,11 @@ def test_qmsum_counts(qmsum):
     assert len(qmsum) == 281
     stats = get_loader("qmsum").stats(qmsum)
     assert stats["meetings"] == 35 and stats["queries"] == 281
-    assert stats["by_domain"] == {"Academic": {"meetings": 9, "queries": 58},
-                                  "Committee": {"meetings": 6, "queries": 72},
-                                  "Product": {"meetings": 20, "queries": 151}}
+    assert stats["by_domain"] == {
+        "Academic": {"meetings": 9, "queries": 58},
+        "Committee": {"meetings": 6, "queries": 72},
+        "Product": {"meetings": 20, "queries": 151},
+    }
     assert stats["query_types"] == {"general": 37, "specific": 244}
     assert len({c.id for c in qmsum}) == 281
 
@@ -203,7 +240,7 @@ def test_qmsum_counts(qmsum):
 def test_qmsum_excerpt_follows_the_inclusive_span(qmsum, data_dir):
     raw = json.loads((data_dir / "qmsum/Committee/jsonl/test.jsonl").read_text().splitlines()[0])
     q = raw["specific_query_list"][0]
-    (start, end), = q["relevant_text_span"][:1]
+    ((start, end),) = q["relevant_text_span"][:1]
     ctx = next(c for c in qmsum if c.id == "qmsum-committee-test-m01-s01")
     assert ctx.query == q["query"].strip() and ctx.meeting_domain == "Committee" and ctx.domain == "workplace"
     assert ctx.metadata["spans"][0] == [int(start), int(end)]
@@ -256,8 +293,12 @@ def test_esconv_counts_and_turns(data_dir):
 def test_jsonl_loader_reads_the_documented_schema(tmp_path):
     f = tmp_path / "mine.jsonl"
     rows = [
-        {"id": "a", "situation": "My team lead keeps cancelling our one-to-ones.", "domain": "workplace",
-         "turns": [{"speaker": "user", "text": "Third cancellation this month."}]},
+        {
+            "id": "a",
+            "situation": "My team lead keeps cancelling our one-to-ones.",
+            "domain": "workplace",
+            "turns": [{"speaker": "user", "text": "Third cancellation this month."}],
+        },
         {"id": "b", "situation": "I passed my driving test.", "emotion": "proud", "valence": "positive"},
     ]
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -417,6 +458,7 @@ def http_root(tmp_path, monkeypatch):
 
     root = tmp_path / "www"
     root.mkdir()
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -493,9 +535,16 @@ def test_esconv_split_rebuild_follows_the_official_script(http_root, monkeypatch
 
     root, url = http_root
     original = [
-        {"emotion_type": "anxiety", "problem_type": f"p{i}", "situation": f"s{i}", "experience_type": "x",
-         "dialog": [{"speaker": "seeker", "content": f"  hi   {i} ", "annotation": {}},
-                    {"speaker": "supporter", "content": "hello", "annotation": {"strategy": "Question"}}]}
+        {
+            "emotion_type": "anxiety",
+            "problem_type": f"p{i}",
+            "situation": f"s{i}",
+            "experience_type": "x",
+            "dialog": [
+                {"speaker": "seeker", "content": f"  hi   {i} ", "annotation": {}},
+                {"speaker": "supporter", "content": "hello", "annotation": {"strategy": "Question"}},
+            ],
+        }
         for i in range(40)
     ]
     splits = sources.esconv_official_split(original)
@@ -519,8 +568,17 @@ def test_esconv_rebuild_that_differs_from_the_official_split_is_refused(http_roo
     from mascot_eval.data import sources
 
     root, url = http_root
-    raw = json.dumps([{"emotion_type": "a", "problem_type": "b", "situation": "c",
-                       "dialog": [{"speaker": "seeker", "content": "x", "annotation": {}}]}] * 20).encode()
+    raw = json.dumps(
+        [
+            {
+                "emotion_type": "a",
+                "problem_type": "b",
+                "situation": "c",
+                "dialog": [{"speaker": "seeker", "content": "x", "annotation": {}}],
+            }
+        ]
+        * 20
+    ).encode()
     (root / "ESConv.json").write_bytes(raw)
     monkeypatch.setattr(sources, "ESCONV_RAW", f"{url}/ESConv.json")
     monkeypatch.setitem(sources.KNOWN_BLOBS, "esconv/ESConv.json", sources.git_blob_id(raw))
@@ -547,8 +605,12 @@ def test_a_plugin_loader_plugs_in(monkeypatch):
 
         def read(self, ref):
             self.check_options(ref)
-            return LoadedSource([Context(id=f"t{i}", source="tiny", domain="emotional", situation=f"s{i}",
-                                         emotion="sad" if i % 2 else "proud") for i in range(6)])
+            return LoadedSource(
+                [
+                    Context(id=f"t{i}", source="tiny", domain="emotional", situation=f"s{i}", emotion="sad" if i % 2 else "proud")
+                    for i in range(6)
+                ]
+            )
 
     monkeypatch.setitem(LOADERS._items, "tiny", Tiny)
     ctxs = load_contexts(make_task("tiny", filters={"emotion": "sad"}, size=2, seed=0))

@@ -46,8 +46,10 @@ def test_sampled_text_does_not_depend_on_batch_mates():
     msg = [{"role": "user", "content": "Tell me about your favourite place to walk."}]
     mine = GenerationParams(max_tokens=16, temperature=0.9, top_p=0.95, seed=1234, sample_index=0)
     others = [
-        ([{"role": "user", "content": "Write a short line about the rain, please, with some detail."}],
-         GenerationParams(max_tokens=12, temperature=1.1, top_p=1.0, seed=99, sample_index=i))
+        (
+            [{"role": "user", "content": "Write a short line about the rain, please, with some detail."}],
+            GenerationParams(max_tokens=12, temperature=1.1, top_p=1.0, seed=99, sample_index=i),
+        )
         for i in range(3)
     ] + [([{"role": "user", "content": "Hi"}], GenerationParams(max_tokens=8))]
 
@@ -55,14 +57,16 @@ def test_sampled_text_does_not_depend_on_batch_mates():
     n_before = len(engine.batches)
 
     async def together():
-        return await asyncio.gather(*(client.chat(m, p) for m, p in others[:2]), client.chat(msg, mine),
-                                    *(client.chat(m, p) for m, p in others[2:]))
+        return await asyncio.gather(
+            *(client.chat(m, p) for m, p in others[:2]), client.chat(msg, mine), *(client.chat(m, p) for m, p in others[2:])
+        )
 
     mixed = asyncio.run(together())
     assert engine.batches[n_before:] == [5]  # really one batch with four other rows
     assert mixed[2].text == alone.text and alone.text.strip()
     again = asyncio.run(client.chat(msg, mine))
     assert again.text == alone.text  # reproducible
-    other_seed = asyncio.run(client.chat(msg, GenerationParams(max_tokens=16, temperature=0.9, top_p=0.95, seed=1234,
-                                                                sample_index=1)))
+    other_seed = asyncio.run(
+        client.chat(msg, GenerationParams(max_tokens=16, temperature=0.9, top_p=0.95, seed=1234, sample_index=1))
+    )
     assert other_seed.text != alone.text  # another sample index is another sample

@@ -61,8 +61,13 @@ def test_bleu_equals_nltk_sentence_bleu(seed):
 
 def test_bleu_equals_nltk_on_real_like_text_and_ties():
     texts = [
-        "I hear you, that sounds really hard.", "That sounds really hard, I hear you!", "Have you tried a walk?",
-        "hard hard hard hard", "I", "", "You are not alone in this; many people feel the same way.",
+        "I hear you, that sounds really hard.",
+        "That sounds really hard, I hear you!",
+        "Have you tried a walk?",
+        "hard hard hard hard",
+        "I",
+        "",
+        "You are not alone in this; many people feel the same way.",
         "Same way, same people, same feelings.",
     ]
     toks = [tokenize(t) for t in texts]
@@ -134,7 +139,7 @@ def test_self_bleu_1000_group_equals_nltk():
     """One group of 1,000 short texts against a plain nltk loop (about half a CPU-minute of nltk)."""
     toks = _group_with_ties(1000, 1000, max_len=5)
     ours = self_bleu_jobs(NgramIndex(toks), [list(range(1000))])
-    ref = [nltk_sentence_bleu(toks[i], toks[:i] + toks[i + 1:]) for i in range(1000)]
+    ref = [nltk_sentence_bleu(toks[i], toks[:i] + toks[i + 1 :]) for i in range(1000)]
     assert float(np.max(np.abs(ours - np.asarray(ref)))) <= 1e-12
     assert 0.0 < float(np.mean(ref)) < 1.0
 
@@ -148,7 +153,7 @@ def test_self_bleu_jobs_equals_bleu_jobs_on_many_groups():
     groups = [[int(x) for x in rng.integers(0, len(toks), int(rng.integers(2, 41)))] for _ in range(120)]
     groups += [[300, 301], [300, 301, 5], [300, 300, 7, 7, 7], [3, 3]]
     hyps = [i for g in groups for i in g]
-    refs = [g[:k] + g[k + 1:] for g in groups for k in range(len(g))]
+    refs = [g[:k] + g[k + 1 :] for g in groups for k in range(len(g))]
     want = bleu_jobs(idx, hyps, refs)
     got = self_bleu_jobs(idx, groups)
     assert got.shape == want.shape and float(np.max(np.abs(got - want))) <= 1e-12
@@ -174,9 +179,16 @@ def test_lcs_by_hand_and_against_dynamic_programming():
 def test_rouge_l_equals_rouge_score():
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
     texts = [
-        "I hear you, that sounds really hard.", "That sounds really hard, I hear you!", "Have you tried a walk?",
-        "", "...", "the the the cat", "The cat sat on the mat; the mat was red.", "Caf\u00e9 na\u00efve 42 times",
-        "a " * 80 + "b", "b " + "a " * 79,
+        "I hear you, that sounds really hard.",
+        "That sounds really hard, I hear you!",
+        "Have you tried a walk?",
+        "",
+        "...",
+        "the the the cat",
+        "The cat sat on the mat; the mat was red.",
+        "Caf\u00e9 na\u00efve 42 times",
+        "a " * 80 + "b",
+        "b " + "a " * 79,
     ]
     rouge = RougeL()
     for a, b in itertools.product(texts, repeat=2):
@@ -184,11 +196,14 @@ def test_rouge_l_equals_rouge_score():
 
 
 def test_inter_agent_redundancy_by_hand():
-    d = dialogue([
-        ("u1", [("A", "a b c d"), ("B", "a b c e")]),
-        ("u2", [("A", "the cat sat"), ("B", "the cat ran"), ("C", "dogs bark loudly")]),
-        ("u3", [("A", "only one agent here")]),
-    ], agents=["A", "B", "C"])
+    d = dialogue(
+        [
+            ("u1", [("A", "a b c d"), ("B", "a b c e")]),
+            ("u2", [("A", "the cat sat"), ("B", "the cat ran"), ("C", "dogs bark loudly")]),
+            ("u3", [("A", "only one agent here")]),
+        ],
+        agents=["A", "B", "C"],
+    )
     df = compute([d], ["inter_agent_selfbleu", "inter_agent_rougeL"])
     assert one(df, "inter_agent_selfbleu", round=1) == pytest.approx(0.3976353643835253)
     # round 2: BLEU of each turn against the other two (nltk), averaged
@@ -203,11 +218,13 @@ def test_inter_agent_redundancy_by_hand():
 
 
 def test_self_repetition_bleu_by_hand():
-    d = dialogue([
-        ("u1", [("A", "a b c e"), ("B", "x y z w")]),
-        ("u2", [("A", "a b c d"), ("B", "x y z w")]),
-        ("u3", [("A", "q r s t")]),
-    ])
+    d = dialogue(
+        [
+            ("u1", [("A", "a b c e"), ("B", "x y z w")]),
+            ("u2", [("A", "a b c d"), ("B", "x y z w")]),
+            ("u3", [("A", "q r s t")]),
+        ]
+    )
     df = compute([d], ["self_repetition_bleu"])
     assert values(df, "self_repetition_bleu", agent="A") == [pytest.approx(0.3976353643835253), 0.0]
     assert values(df, "self_repetition_bleu", agent="B") == [pytest.approx(1.0)]

@@ -17,8 +17,7 @@ from tests.runfactory import build_run, noisy_scores
 @pytest.fixture
 def run_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path / "cache"))
-    rd = build_run(tmp_path / "run", systems=["mascot", "single"], score=noisy_scores({"mascot": 0.5, "single": 0}),
-                   n_contexts=4)
+    rd = build_run(tmp_path / "run", systems=["mascot", "single"], score=noisy_scores({"mascot": 0.5, "single": 0}), n_contexts=4)
     return rd
 
 
@@ -36,7 +35,9 @@ def test_list_shows_every_metric_with_unit_and_definition(capsys):
 
 
 def test_metrics_subset_writes_parquet_csv_and_manifest(run_dir, capsys):
-    code, out, _ = run_cli(["metrics", str(run_dir.path), "--metrics", "distinct_2, inter_agent_selfbleu,distinct_2_corpus"], capsys)
+    code, out, _ = run_cli(
+        ["metrics", str(run_dir.path), "--metrics", "distinct_2, inter_agent_selfbleu,distinct_2_corpus"], capsys
+    )
     assert code == 0
     df = pd.read_parquet(run_dir.metrics_path)
     csv = pd.read_csv(run_dir.path / "metrics.csv")
@@ -49,8 +50,11 @@ def test_metrics_subset_writes_parquet_csv_and_manifest(run_dir, capsys):
     assert lines[1].split() == ["dialogues", "4", "4"]
     expected = system_means(compute(RunDir(run_dir.path).transcripts(), ["distinct_2"]))
     row = next(x for x in lines if x.startswith("distinct_2 "))
-    assert row.split()[1:] == ["dialogue", f"{expected.loc['distinct_2', 'mascot']:.3f}",
-                               f"{expected.loc['distinct_2', 'single']:.3f}"]
+    assert row.split()[1:] == [
+        "dialogue",
+        f"{expected.loc['distinct_2', 'mascot']:.3f}",
+        f"{expected.loc['distinct_2', 'single']:.3f}",
+    ]
     assert "metrics.parquet" in lines[-1]
     info = RunDir(run_dir.path).read_manifest()["metrics"]
     assert info["names"] == ["distinct_2", "inter_agent_selfbleu", "distinct_2_corpus"]
@@ -70,13 +74,16 @@ def test_metrics_all_by_default_with_real_embeddings(run_dir, capsys):
     assert "persona_separability" in out and "corpus" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["metrics"], "pass RUN_DIR"),
-    (["metrics", "{tmp}/nope"], "does not exist"),
-    (["metrics", "{run}", "--metrics", "distinct2"], "did you mean"),
-    (["metrics", "{run}", "--metrics", " , "], "--metrics: empty"),
-    (["metrics", "{empty}"], "no transcripts"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["metrics"], "pass RUN_DIR"),
+        (["metrics", "{tmp}/nope"], "does not exist"),
+        (["metrics", "{run}", "--metrics", "distinct2"], "did you mean"),
+        (["metrics", "{run}", "--metrics", " , "], "--metrics: empty"),
+        (["metrics", "{empty}"], "no transcripts"),
+    ],
+)
 def test_user_errors_exit_2(run_dir, tmp_path, capsys, args, message):
     (tmp_path / "empty").mkdir()
     args = [a.format(tmp=tmp_path, run=run_dir.path, empty=tmp_path / "empty") for a in args]
@@ -86,8 +93,11 @@ def test_user_errors_exit_2(run_dir, tmp_path, capsys, args, message):
 
 
 def test_system_table_weights_dialogues_equally():
-    long = dialogue([("u", [("A", "a a"), ("B", "b")]), ("u", [("A", "c"), ("B", "d")]), ("u", [("A", "e"), ("B", "f")])],
-                    system="s", ctx="c1")
+    long = dialogue(
+        [("u", [("A", "a a"), ("B", "b")]), ("u", [("A", "c"), ("B", "d")]), ("u", [("A", "e"), ("B", "f")])],
+        system="s",
+        ctx="c1",
+    )
     short = dialogue([("u", [("A", "a b c d"), ("B", "e")])], system="s", ctx="c2")
     df = compute([long, short], ["turn_length_tokens", "distinct_1_corpus"])
     means = system_means(df)

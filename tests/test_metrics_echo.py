@@ -11,20 +11,23 @@ from mascot_eval.metrics.echo import is_agreement_opener, is_restatement_opener
 from tests.metric_helpers import TableEmbedder, dialogue, one, values
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Absolutely, that sounds hard.", True),
-    ("absolutely!", True),
-    ("Yes you can do it.", False),  # interjection not followed by punctuation
-    ("Yes, and then what?", True),
-    ("Anchor, I agree with you completely.", True),  # addressee stripped
-    ("User: great point!", True),
-    ("  \"Exactly right,\" I'd say.", True),
-    ("I agreed to go there once.", False),  # "i agree" followed by a letter
-    ("Rightly so, it is hard.", False),
-    ("I couldn\u2019t agree more.", True),  # typographic apostrophe
-    ("Have you tried writing it down?", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Absolutely, that sounds hard.", True),
+        ("absolutely!", True),
+        ("Yes you can do it.", False),  # interjection not followed by punctuation
+        ("Yes, and then what?", True),
+        ("Anchor, I agree with you completely.", True),  # addressee stripped
+        ("User: great point!", True),
+        ("  \"Exactly right,\" I'd say.", True),
+        ("I agreed to go there once.", False),  # "i agree" followed by a letter
+        ("Rightly so, it is hard.", False),
+        ("I couldn\u2019t agree more.", True),  # typographic apostrophe
+        ("Have you tried writing it down?", False),
+        ("", False),
+    ],
+)
 def test_agreement_opener(text, expected):
     assert is_agreement_opener(text, ["Anchor", "Catalyst"]) is expected
 
@@ -42,12 +45,16 @@ def test_restatement_opener():
 
 
 def test_echo_rows_partners_and_rates_by_hand():
-    d = dialogue([
-        ("the cat sat", [("A", "the cat ran"), ("B", "Absolutely, the cat ran"), ("C", "dogs bark")]),
-        ("new topic here", [("A", "the cat ran"), ("B", "something else entirely")]),
-    ], agents=["A", "B", "C"])
-    df = compute([d], ["echo_prev_agent_rougeL", "echo_user_rougeL", "agreement_opener", "restatement_opener",
-                       "empty_opener_rate"])
+    d = dialogue(
+        [
+            ("the cat sat", [("A", "the cat ran"), ("B", "Absolutely, the cat ran"), ("C", "dogs bark")]),
+            ("new topic here", [("A", "the cat ran"), ("B", "something else entirely")]),
+        ],
+        agents=["A", "B", "C"],
+    )
+    df = compute(
+        [d], ["echo_prev_agent_rougeL", "echo_user_rougeL", "agreement_opener", "restatement_opener", "empty_opener_rate"]
+    )
     # previous agent in the same round: B <- A, C <- B (round 1), B <- A (round 2); A has none
     assert values(df, "echo_prev_agent_rougeL", agent="A") == []
     assert values(df, "echo_prev_agent_rougeL", agent="B") == [pytest.approx(2 * 3 / 4 * 1 / (3 / 4 + 1)), 0.0]
@@ -64,14 +71,19 @@ def test_echo_rows_partners_and_rates_by_hand():
 def test_cosine_metrics_by_hand_with_table_embedder():
     s2 = np.sqrt(0.5)
     table = {
-        "u1": [1, 0, 0], "u2": [0, 0, 1],
-        "a1": [1, 0, 0], "b1": [s2, s2, 0], "c1": [0, 1, 0],
-        "a2": [0, 1, 0], "b2": [s2, s2, 0],
+        "u1": [1, 0, 0],
+        "u2": [0, 0, 1],
+        "a1": [1, 0, 0],
+        "b1": [s2, s2, 0],
+        "c1": [0, 1, 0],
+        "a2": [0, 1, 0],
+        "b2": [s2, s2, 0],
     }
     emb = TableEmbedder(table)
     d = dialogue([("u1", [("A", "a1"), ("B", "b1"), ("C", "c1")]), ("u2", [("A", "a2"), ("B", "b2")])])
-    df = compute([d], ["inter_agent_cosine", "echo_prev_agent_cosine", "echo_user_cosine", "self_repetition_cosine"],
-                 embedder=emb)
+    df = compute(
+        [d], ["inter_agent_cosine", "echo_prev_agent_cosine", "echo_user_cosine", "self_repetition_cosine"], embedder=emb
+    )
     # round 1 pairs: a1.b1 = s2, a1.c1 = 0, b1.c1 = s2 -> mean 2 s2 / 3; round 2: a2.b2 = s2
     assert one(df, "inter_agent_cosine", round=1) == pytest.approx(2 * s2 / 3, abs=1e-6)
     assert one(df, "inter_agent_cosine", round=2) == pytest.approx(s2, abs=1e-6)
@@ -87,19 +99,30 @@ def test_cosine_metrics_by_hand_with_table_embedder():
 
 def _system(kind: str, n: int = 6) -> list:
     """An echoing system (agents restate each other and agree) or a diverse one, on the same user turns."""
-    users = ["I failed my driving test again and feel stupid.", "My sister never calls me back.",
-             "I have an exam tomorrow and cannot sleep.", "My dog is sick and the vet is expensive.",
-             "I got passed over for a promotion.", "My best friend is moving abroad."]
+    users = [
+        "I failed my driving test again and feel stupid.",
+        "My sister never calls me back.",
+        "I have an exam tomorrow and cannot sleep.",
+        "My dog is sick and the vet is expensive.",
+        "I got passed over for a promotion.",
+        "My best friend is moving abroad.",
+    ]
     diverse = [  # per round: three replies with different content and wording
-        [("Anchor", "That sounds painful; feeling stupid after trying hard is so common."),
-         ("Catalyst", "What went wrong on the day, nerves or one specific manoeuvre?"),
-         ("Beacon", "Plenty of excellent drivers needed three attempts; book a mock test first.")],
-        [("Anchor", "Take a breath tonight, you deserve some rest before deciding anything."),
-         ("Catalyst", "Could a friend with a car give you extra practice on weekends?"),
-         ("Beacon", "Write down two moments that went well, because they matter too.")],
-        [("Anchor", "Whatever happens next, your worth is not measured by one exam."),
-         ("Catalyst", "Shall we sketch a small plan with dates for the next attempt?"),
-         ("Beacon", "Celebrate the progress: last month you could not even park.")],
+        [
+            ("Anchor", "That sounds painful; feeling stupid after trying hard is so common."),
+            ("Catalyst", "What went wrong on the day, nerves or one specific manoeuvre?"),
+            ("Beacon", "Plenty of excellent drivers needed three attempts; book a mock test first."),
+        ],
+        [
+            ("Anchor", "Take a breath tonight, you deserve some rest before deciding anything."),
+            ("Catalyst", "Could a friend with a car give you extra practice on weekends?"),
+            ("Beacon", "Write down two moments that went well, because they matter too."),
+        ],
+        [
+            ("Anchor", "Whatever happens next, your worth is not measured by one exam."),
+            ("Catalyst", "Shall we sketch a small plan with dates for the next attempt?"),
+            ("Beacon", "Celebrate the progress: last month you could not even park."),
+        ],
     ]
     out = []
     for i in range(n):
@@ -117,9 +140,18 @@ def _system(kind: str, n: int = 6) -> list:
 
 
 def test_echoing_system_is_more_redundant_than_diverse_one():
-    names = ["inter_agent_selfbleu", "inter_agent_rougeL", "echo_prev_agent_rougeL", "echo_user_rougeL",
-             "self_repetition_bleu", "agreement_opener", "empty_opener_rate", "distinct_2", "distinct_2_corpus",
-             "entropy_2_corpus"]
+    names = [
+        "inter_agent_selfbleu",
+        "inter_agent_rougeL",
+        "echo_prev_agent_rougeL",
+        "echo_user_rougeL",
+        "self_repetition_bleu",
+        "agreement_opener",
+        "empty_opener_rate",
+        "distinct_2",
+        "distinct_2_corpus",
+        "entropy_2_corpus",
+    ]
     df = compute(_system("echo") + _system("diverse"), names)
     mean = df.groupby(["metric", "system"])["value"].mean()
     for m in names[:7]:

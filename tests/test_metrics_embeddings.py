@@ -10,10 +10,15 @@ from mascot_eval.errors import UserError
 from mascot_eval.metrics import embeddings as E
 
 TEXTS = [
-    "I hear you. That sounds really hard.", "Have you tried writing it down?", "", "Ok", "ok",
-    "Caf\u00e9 na\u00efve \u2014 emojis \U0001F600 and CJK \u4f60\u597d",
+    "I hear you. That sounds really hard.",
+    "Have you tried writing it down?",
+    "",
+    "Ok",
+    "ok",
+    "Caf\u00e9 na\u00efve \u2014 emojis \U0001f600 and CJK \u4f60\u597d",
     "a very long text " * 120,  # truncated to 256 word pieces
-    "Short.", "Another sentence of medium length about dogs, cats and weekends.",
+    "Short.",
+    "Another sentence of medium length about dogs, cats and weekends.",
 ]
 
 

@@ -56,8 +56,7 @@ def test_mascot_metrics_module_matches_compute(tmp_path):
 def test_mascot_redundancy_module_matches_nltk_and_rouge(tmp_path):
     from rouge_score import rouge_scorer
 
-    groups = [["I hear you, that is hard.", "I hear you, that is so hard!", "Have you tried a walk?"],
-              ["a b c d", "a b c e"]]
+    groups = [["I hear you, that is hard.", "I hear you, that is so hard!", "Have you tried a walk?"], ["a b c d", "a b c e"]]
     r = evaluate.load(module_path("mascot_redundancy"), cache_dir=str(tmp_path))
     got = r.compute(predictions=groups, embeddings=False)
     assert "cosine" not in got and got["n_groups"] == 2
@@ -66,7 +65,7 @@ def test_mascot_redundancy_module_matches_nltk_and_rouge(tmp_path):
         toks = [tokenize(x) for x in g]
         exp = np.mean([nltk_sentence_bleu(toks[i], [toks[j] for j in range(len(g)) if j != i]) for i in range(len(g))])
         assert sb == pytest.approx(exp, abs=1e-9)
-        pairs = [(a, b) for i, a in enumerate(g) for b in g[i + 1:]]
+        pairs = [(a, b) for i, a in enumerate(g) for b in g[i + 1 :]]
         assert rl == pytest.approx(np.mean([scorer.score(a, b)["rougeL"].fmeasure for a, b in pairs]), abs=1e-12)
     assert got["selfbleu"] == pytest.approx(np.mean(got["per_group"]["selfbleu"]))
     assert got["per_group"]["selfbleu"][1] == pytest.approx(0.3976353643835253)
@@ -86,8 +85,15 @@ def test_evaluate_load_by_path_offline_in_a_fresh_process(tmp_path):
         "r = evaluate.load(module_path('mascot_redundancy'))\n"
         "print(json.dumps([m.compute(transcripts=ts), r.compute(predictions=[['a b c d', 'a b c e']])]))\n"
     )
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "MASCOT_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_EVALUATE_OFFLINE": "1",
+        "MASCOT_CACHE_DIR": str(tmp_path / "cache"),
+    }
     env.pop("HF_MODULES_CACHE", None)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -14,8 +14,14 @@ from mascot_eval.metrics.tokenize import tokenize
 from tests.metric_helpers import dialogue, one, values
 
 LEXICAL = [f"{k}_{n}{s}" for k in ("distinct", "entropy") for n in (1, 2, 3) for s in ("", "_agent", "_corpus")]
-LENGTH = ["turn_length_tokens", "user_turn_length_tokens", "agent_turns_per_round", "dialogue_rounds",
-          "dialogue_agent_tokens", "agent_participation"]
+LENGTH = [
+    "turn_length_tokens",
+    "user_turn_length_tokens",
+    "agent_turns_per_round",
+    "dialogue_rounds",
+    "dialogue_agent_tokens",
+    "agent_participation",
+]
 
 
 def test_tokenizer_example():
@@ -116,8 +122,19 @@ def test_registry_every_metric_is_documented():
 
 def test_table_columns_and_units():
     df = compute([_example()], ["distinct_2", "turn_length_tokens", "distinct_2_corpus"])
-    assert list(df.columns) == ["dialogue_id", "pair_key", "system", "task", "split", "domain", "agent", "round",
-                                "metric", "value", "unit"]
+    assert list(df.columns) == [
+        "dialogue_id",
+        "pair_key",
+        "system",
+        "task",
+        "split",
+        "domain",
+        "agent",
+        "round",
+        "metric",
+        "value",
+        "unit",
+    ]
     assert set(df["unit"]) == {"dialogue", "turn", "corpus"}
     turn_rows = df[df["metric"] == "turn_length_tokens"]
     assert list(turn_rows["round"]) == [1, 1, 2]

@@ -18,8 +18,7 @@ def test_centroid_distance_by_hand():
     d1 = dialogue([("u", [("A", "a1"), ("B", "b1")])], ctx="c1")
     d2 = dialogue([("u", [("A", "a2"), ("B", "b2")])], ctx="c2")
     solo = dialogue([("u", [("A", "a1")])], ctx="c3", system="solo")
-    df = compute([d1, d2, solo], ["persona_centroid_distance", "persona_centroid_distance_corpus"],
-                 embedder=TableEmbedder(table))
+    df = compute([d1, d2, solo], ["persona_centroid_distance", "persona_centroid_distance_corpus"], embedder=TableEmbedder(table))
     assert values(df, "persona_centroid_distance", system="sys") == pytest.approx([0.4, 0.4])
     assert one(df, "persona_centroid_distance_corpus", system="sys") == pytest.approx(0.4)
     # centroids are normalised means: A = mean(e1, e2), B = e2 -> 1 - cos
@@ -67,18 +66,27 @@ def test_separability_folds_by_hand():
 
 def _persona_dialogues(distinct: bool, n: int = 6) -> list:
     topics = {
-        "Anchor": ["It makes sense that you feel hurt; your feelings are valid and you are safe here.",
-                   "I hear how heavy this is for you, and it is okay to feel sad about it.",
-                   "That sounds so lonely; it makes sense that your heart aches tonight."],
-        "Catalyst": ["Let's make a plan: list three options, pick one, and start tomorrow at 9am.",
-                     "What is one concrete step you could take this week to fix the schedule?",
-                     "Try breaking the project into tasks with deadlines and track them in a spreadsheet."],
-        "Beacon": ["Look how far you have come; you are stronger than you think and brighter days are ahead!",
-                   "You've got this! Every setback is a setup for a comeback, keep shining.",
-                   "I believe in you so much; your courage inspires everyone around you."],
+        "Anchor": [
+            "It makes sense that you feel hurt; your feelings are valid and you are safe here.",
+            "I hear how heavy this is for you, and it is okay to feel sad about it.",
+            "That sounds so lonely; it makes sense that your heart aches tonight.",
+        ],
+        "Catalyst": [
+            "Let's make a plan: list three options, pick one, and start tomorrow at 9am.",
+            "What is one concrete step you could take this week to fix the schedule?",
+            "Try breaking the project into tasks with deadlines and track them in a spreadsheet.",
+        ],
+        "Beacon": [
+            "Look how far you have come; you are stronger than you think and brighter days are ahead!",
+            "You've got this! Every setback is a setup for a comeback, keep shining.",
+            "I believe in you so much; your courage inspires everyone around you.",
+        ],
     }
-    generic = ["I understand, that must be difficult for you.", "That sounds difficult, I understand how you feel.",
-               "I understand how difficult that must be."]
+    generic = [
+        "I understand, that must be difficult for you.",
+        "That sounds difficult, I understand how you feel.",
+        "I understand how difficult that must be.",
+    ]
     out = []
     for i in range(n):
         rounds = []
@@ -95,9 +103,16 @@ def test_persona_metrics_with_real_minilm(tmp_path, monkeypatch):
     """Distinct personas are separable and far apart; collapsed ones are at chance and close; each
     turn is closer to its own card than the others' on average for the distinct system."""
     monkeypatch.setenv("MASCOT_CACHE_DIR", str(tmp_path / "cache"))
-    df = compute(_persona_dialogues(True) + _persona_dialogues(False),
-                 ["persona_separability", "persona_centroid_distance", "persona_centroid_distance_corpus",
-                  "persona_similarity", "persona_card_margin"])
+    df = compute(
+        _persona_dialogues(True) + _persona_dialogues(False),
+        [
+            "persona_separability",
+            "persona_centroid_distance",
+            "persona_centroid_distance_corpus",
+            "persona_similarity",
+            "persona_card_margin",
+        ],
+    )
     sep = {s: one(df, "persona_separability", system=s) for s in ("distinct", "collapsed")}
     assert sep["distinct"] >= 0.9
     assert sep["collapsed"] <= 0.5

@@ -30,8 +30,12 @@ DATA_FOLDERS = {"tasks": "tasks", "judges": "judges", "baselines": "baselines", 
 
 def _git_files(*pathspec: str) -> list[str]:
     """Tracked and untracked-but-not-ignored files (what a commit of this working tree would hold)."""
-    r = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *pathspec],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *pathspec],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return sorted(f for f in r.stdout.split("\0") if f and (REPO / f).is_file())
 
 
@@ -40,11 +44,12 @@ def _shipped_data_files() -> dict[str, str]:
     out = {}
     for dest, src in DATA_FOLDERS.items():
         for f in _git_files(src):
-            out[f"mascot_eval/_data/{dest}/{f[len(src) + 1:]}"] = f
+            out[f"mascot_eval/_data/{dest}/{f[len(src) + 1 :]}"] = f
     return out
 
 
 # ------------------------------------------------------------------------------------------ fast tests
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
@@ -162,8 +167,10 @@ def test_missing_mascot_home_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MASCOT_HOME", str(tmp_path / "nope"))
     code, out, err = run_cli(["tasks", "list"], capsys)
     assert code == 2 and not out
-    assert err.strip() == f"error: MASCOT_HOME={tmp_path / 'nope'}: no such folder; create it (with tasks/, judges/ " \
-                          "or baselines/) or unset MASCOT_HOME"
+    assert (
+        err.strip() == f"error: MASCOT_HOME={tmp_path / 'nope'}: no such folder; create it (with tasks/, judges/ "
+        "or baselines/) or unset MASCOT_HOME"
+    )
 
 
 def test_installed_layout_without_a_checkout(tmp_path, monkeypatch):
@@ -201,6 +208,7 @@ def test_package_data_from_a_zip_is_extracted(tmp_path):
 
 # ------------------------------------------------------------------------------------------ wheel test
 
+
 def _run(args, *, cwd, env=None, timeout=300):
     r = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return r
@@ -225,8 +233,12 @@ def built(tmp_path_factory):
     with tarfile.open(sdist) as tf:
         tf.extractall(root / "sdist", filter="data")
     (unpacked,) = (root / "sdist").iterdir()
-    _ok(_run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "--no-index",
-              "-w", dist], cwd=unpacked))
+    _ok(
+        _run(
+            [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist],
+            cwd=unpacked,
+        )
+    )
     (wheel,) = dist.glob("mascot_eval-*.whl")
     return sdist, wheel
 
@@ -237,7 +249,7 @@ def test_sdist_and_wheel_hold_every_data_file(built):
     expected = _shipped_data_files()
     with tarfile.open(sdist) as tf:
         top = tf.getnames()[0].split("/")[0]
-        in_sdist = {n[len(top) + 1:] for n in tf.getnames()}
+        in_sdist = {n[len(top) + 1 :] for n in tf.getnames()}
     assert set(expected.values()) <= in_sdist, sorted(set(expected.values()) - in_sdist)
     assert {"setup.py", "MANIFEST.in", "pyproject.toml"} <= in_sdist
     with zipfile.ZipFile(wheel) as zf:
@@ -260,8 +272,12 @@ def venv(built, tmp_path_factory):
     _ok(_run([sys.executable, "-m", "venv", "--without-pip", v], cwd=v.parent))
     py = v / "bin" / "python"
     # install first, before the .pth exists, so pip never sees this venv's editable mascot-eval
-    _ok(_run([sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index", "--no-compile",
-              "-q", wheel], cwd=v.parent))
+    _ok(
+        _run(
+            [sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index", "--no-compile", "-q", wheel],
+            cwd=v.parent,
+        )
+    )
     site = Path(_ok(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=v.parent)).stdout.strip())
     main_site = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site / "_mascot_main_venv.pth").write_text("".join(f"{p}\n" for p in sorted(main_site)))
@@ -270,8 +286,15 @@ def venv(built, tmp_path_factory):
 
 def _env(tmp: Path, **extra) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MASCOT_HOME", "MASCOT_DATA_DIR")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               XDG_CONFIG_HOME=str(tmp / "xdg"), MASCOT_RESPONSE_CACHE_DIR=str(tmp / "response-cache"), **extra)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        XDG_CONFIG_HOME=str(tmp / "xdg"),
+        MASCOT_RESPONSE_CACHE_DIR=str(tmp / "response-cache"),
+        **extra,
+    )
     return env
 
 
@@ -283,12 +306,24 @@ def _chat_server():
     def reply(handler, body):
         seen.append(body)
         n = len(seen)
-        return 200, {
-            "id": f"c{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": f"That sounds hard; tell me more about it ({n})."}}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21},
-        }, {}
+        return (
+            200,
+            {
+                "id": f"c{n}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": f"That sounds hard; tell me more about it ({n})."},
+                    }
+                ],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21},
+            },
+            {},
+        )
 
     return _serve(reply), seen
 
@@ -301,8 +336,18 @@ def test_installed_wheel_runs_from_an_unrelated_folder(venv, tmp_path):
     work.mkdir()
     env = _env(tmp_path)
 
-    r = _ok(_run([v / "bin" / "python", "-c", "import mascot_eval, mascot_eval.paths as p; print(mascot_eval.__file__); "
-                  "print(p.shipped_layer().source, p.tasks_dir())"], cwd=work, env=env))
+    r = _ok(
+        _run(
+            [
+                v / "bin" / "python",
+                "-c",
+                "import mascot_eval, mascot_eval.paths as p; print(mascot_eval.__file__); "
+                "print(p.shipped_layer().source, p.tasks_dir())",
+            ],
+            cwd=work,
+            env=env,
+        )
+    )
     file, layer = r.stdout.strip().splitlines()
     assert Path(file).resolve() == (site / "mascot_eval" / "__init__.py").resolve()  # the wheel, not the checkout
     assert layer == f"package {site / 'mascot_eval' / '_data' / 'tasks'}"
@@ -336,8 +381,27 @@ def test_installed_wheel_runs_from_an_unrelated_folder(venv, tmp_path):
     srv, seen = _chat_server()
     try:
         model = f"openai-compatible/x@http://127.0.0.1:{srv.server_address[1]}/v1"
-        r = _run([exe, "run", "--task", "demo", "--system", "zero-shot", "--model", model, "--judges", "none",
-                  "--metrics", "distinct_2", "--limit", "1", "--no-progress"], cwd=work, env=env)
+        r = _run(
+            [
+                exe,
+                "run",
+                "--task",
+                "demo",
+                "--system",
+                "zero-shot",
+                "--model",
+                model,
+                "--judges",
+                "none",
+                "--metrics",
+                "distinct_2",
+                "--limit",
+                "1",
+                "--no-progress",
+            ],
+            cwd=work,
+            env=env,
+        )
     finally:
         srv.shutdown()
     _ok(r)

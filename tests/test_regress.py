@@ -136,8 +136,10 @@ def test_csv_baseline_is_unpaired_and_carries_the_baselines_error(big, tmp_path,
     code, out = _gate(["--baseline", str(csv), "--candidate", str(same.path), "--metrics", "agent.overall"], capsys)
     assert code == 0, out
     # the unpaired bound is wider than the paired one on the same runs
-    paired = _row(_gate(["--baseline", str(base.path), "--candidate", str(same.path), "--metrics", "agent.overall"], capsys)[1],
-                  "agent.overall")
+    paired = _row(
+        _gate(["--baseline", str(base.path), "--candidate", str(same.path), "--metrics", "agent.overall"], capsys)[1],
+        "agent.overall",
+    )
     width = lambda row: float(row.split("]")[0].split(",")[1]) - float(row.split("[")[1].split(",")[0])  # noqa: E731
     assert width(_row(out, "agent.overall")) > 1.5 * width(paired)
     stripped = tmp_path / "nointerval.csv"

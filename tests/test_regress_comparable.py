@@ -55,17 +55,35 @@ def test_same_judge_name_other_spec_or_template(tmp_path, base, capsys):
     lines = err.strip().splitlines()
     assert _fields(err) == ["judge_model (gpt)", "judge_spec (gpt)", "judge_template (gpt)"] and len(lines) == 3
     assert "judge_spec (gpt): baseline [s], candidate [s2]" in err
-    code, out, _ = _gate(["--baseline", str(base.path), "--candidate", str(cand.path), "--allow-mismatch",
-                          "judge_model,judge_spec", "--allow-mismatch", "judge_template"], capsys)
+    code, out, _ = _gate(
+        [
+            "--baseline",
+            str(base.path),
+            "--candidate",
+            str(cand.path),
+            "--allow-mismatch",
+            "judge_model,judge_spec",
+            "--allow-mismatch",
+            "judge_template",
+        ],
+        capsys,
+    )
     assert code in (0, 1, 3) and out.count("allowed mismatch:") == 3
 
 
 def test_task_hash_version_levels_user_sim_and_rubric(tmp_path, base, capsys):
-    cand = build_run(tmp_path / "cand", systems=["mascot"], score=SCORE, n_contexts=10,
-                     manifest={"judges": {"gpt": {"rubrics": {"agent": "r2", "group": "g"}}}})
+    cand = build_run(
+        tmp_path / "cand",
+        systems=["mascot"],
+        score=SCORE,
+        n_contexts=10,
+        manifest={"judges": {"gpt": {"rubrics": {"agent": "r2", "group": "g"}}}},
+    )
     cand.update_manifest(tasks={"ed-positive": {"version": "1", "content_hash": "def", "split": "in_domain"}})
     base.update_manifest(judges={"gpt": {"rubrics": {"agent": "r1", "group": "g"}}})
-    _rewrite(cand.transcripts_path, lambda t: {**t, "stats": {**t.get("stats", {}), "user_sim": {"model": "embedded", "hash": "u2"}}})
+    _rewrite(
+        cand.transcripts_path, lambda t: {**t, "stats": {**t.get("stats", {}), "user_sim": {"model": "embedded", "hash": "u2"}}}
+    )
     _rewrite(cand.judgments_path, lambda r: r if r["level"] == "agent" else None)
     cand.judgments_path.write_text(cand.judgments_path.read_text().replace("null\n", ""))
     code, _, err = _gate(["--baseline", str(base.path), "--candidate", str(cand.path), "--metrics", "agent.overall"], capsys)
@@ -74,8 +92,19 @@ def test_task_hash_version_levels_user_sim_and_rubric(tmp_path, base, capsys):
     assert "task_hash (ed-positive): baseline abc, candidate def" in err
     assert "levels: baseline [agent, group], candidate [agent]" in err
     assert "user_sim: baseline [(not recorded)], candidate [hash=u2 model=embedded]" in err
-    code, out, _ = _gate(["--baseline", str(base.path), "--candidate", str(cand.path), "--metrics", "agent.overall",
-                          "--allow-mismatch", "task_hash,levels,rubric,user_sim"], capsys)
+    code, out, _ = _gate(
+        [
+            "--baseline",
+            str(base.path),
+            "--candidate",
+            str(cand.path),
+            "--metrics",
+            "agent.overall",
+            "--allow-mismatch",
+            "task_hash,levels,rubric,user_sim",
+        ],
+        capsys,
+    )
     assert code in (0, 1, 3) and out.count("allowed mismatch:") == 4
 
 
@@ -86,8 +115,19 @@ def test_tasks_and_contexts(tmp_path, base, capsys):
     fewer = build_run(tmp_path / "fewer", systems=["mascot"], score=SCORE, n_contexts=8)
     code, _, err = _gate(["--baseline", str(base.path), "--candidate", str(fewer.path)], capsys)
     assert code == 2 and "contexts: baseline 10 dialogues (2 not in candidate, e.g. ed-positive:c008:-" in err
-    code, out, _ = _gate(["--baseline", str(base.path), "--candidate", str(fewer.path), "--allow-mismatch", "contexts",
-                          "--metrics", "agent.overall"], capsys)
+    code, out, _ = _gate(
+        [
+            "--baseline",
+            str(base.path),
+            "--candidate",
+            str(fewer.path),
+            "--allow-mismatch",
+            "contexts",
+            "--metrics",
+            "agent.overall",
+        ],
+        capsys,
+    )
     assert "allowed mismatch: contexts" in out and " 8 " in next(x for x in out.splitlines() if "agent.overall" in x)
 
 

@@ -69,7 +69,16 @@ def test_lower_is_better_metric_with_its_own_margin(runs, capsys):
 
 def test_a_judge_and_a_metric_gate_together(runs, capsys):
     base, cand = runs
-    code, out = _gate(["--baseline", str(base.path), "--candidate", str(cand.path),
-                       "--metrics", "agent.overall=2,metric.persona_similarity:higher=0.05"], capsys)
+    code, out = _gate(
+        [
+            "--baseline",
+            str(base.path),
+            "--candidate",
+            str(cand.path),
+            "--metrics",
+            "agent.overall=2,metric.persona_similarity:higher=0.05",
+        ],
+        capsys,
+    )
     rows = [line for line in out.splitlines() if line.startswith("in_domain")]
     assert len(rows) == 2 and code == 0 and all(r.split()[-1] == "PASS" for r in rows), out

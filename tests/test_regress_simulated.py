@@ -80,8 +80,22 @@ def pilot(tmp_path_factory):
 
 def test_plan_prints_a_sample_size_that_a_simulated_gate_confirms(pilot, capsys, record_property):
     base, cand = pilot
-    code, out, err = run_cli(["plan", "--pilot", str(cand.path), "--baseline", str(base.path), "--margin", "1.5",
-                              "--metrics", "agent.overall,group.overall", "--power", "0.8"], capsys)
+    code, out, err = run_cli(
+        [
+            "plan",
+            "--pilot",
+            str(cand.path),
+            "--baseline",
+            str(base.path),
+            "--margin",
+            "1.5",
+            "--metrics",
+            "agent.overall,group.overall",
+            "--power",
+            "0.8",
+        ],
+        capsys,
+    )
     assert code == 0, err
     m = re.match(r"PLAN: a gate on these 2 measure\(s\) needs (\d+) contexts per split", out.splitlines()[0])
     assert m, out
@@ -113,8 +127,22 @@ def _gate_mdds(n: int, capsys) -> dict[str, float]:
         b = build_run(Path(d) / "b", systems=["mascot"], score=jittered(8, "gb", p_down=Q[0], p_up=Q[1]), n_contexts=n)
         c = build_run(Path(d) / "c", systems=["mascot"], score=jittered(8, "gc", p_down=Q[0], p_up=Q[1]), n_contexts=n)
         csv = Path(d) / "gate.csv"
-        code, out, err = run_cli(["regress", "--baseline", str(b.path), "--candidate", str(c.path), "--margin", "1.5",
-                                  "--metrics", "agent.overall,group.overall", "--out", str(csv)], capsys)
+        code, out, err = run_cli(
+            [
+                "regress",
+                "--baseline",
+                str(b.path),
+                "--candidate",
+                str(c.path),
+                "--margin",
+                "1.5",
+                "--metrics",
+                "agent.overall,group.overall",
+                "--out",
+                str(csv),
+            ],
+            capsys,
+        )
         assert code in (0, 3), out + err
         return dict(pd.read_csv(csv)[["measure", "mdd"]].values)
 
@@ -129,8 +157,9 @@ def test_plan_with_two_judges_shows_the_gain_from_more_judge_calls(tmp_path, cap
         return jittered(9, f"call{next(counter)}", p_down=0.15, p_up=0.15)(system, ctx, level, agent, crit)
 
     run = build_run(tmp_path / "pilot", systems=["mascot", "twin"], score=noisy, n_contexts=30, judges=("gpt", "claude"))
-    code, out, err = run_cli(["plan", "--pilot", str(run.path), "--margin", "3", "--metrics", "agent.overall",
-                              "--judge-calls", "1,2,4"], capsys)
+    code, out, err = run_cli(
+        ["plan", "--pilot", str(run.path), "--margin", "3", "--metrics", "agent.overall", "--judge-calls", "1,2,4"], capsys
+    )
     assert code == 0, err
     assert "pilot: paired: twin vs mascot" in out
     line = next(x for x in out.splitlines() if x.startswith("in_domain"))

@@ -22,8 +22,19 @@ from tests.runfactory import build_run, judgment_rows, make_transcript, noisy_sc
 from tests.cli_helpers import run_cli
 
 N_BOOT = 200
-SECTIONS = ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway", "figures", "training",
-            "transcripts"]
+SECTIONS = [
+    "overview",
+    "leaderboard",
+    "comparisons",
+    "charts",
+    "drift",
+    "redundancy",
+    "judges",
+    "threeway",
+    "figures",
+    "training",
+    "transcripts",
+]
 
 
 class Doc(HTMLParser):
@@ -160,7 +171,9 @@ def test_judge_agreement_and_diagnostics(full):
     diag = doc.table("judges", "judge_model", cls="diagnostics")
     assert set(diag["judge"]) == {"gpt", "claude"}
     judge_rows = doc.table("overview", "unscored rows").set_index("judge")
-    assert judge_rows.loc["claude", "unscored rows"] == "1" and "no score in reply" in judge_rows.loc["claude", "unscored reasons"]
+    assert (
+        judge_rows.loc["claude", "unscored rows"] == "1" and "no score in reply" in judge_rows.loc["claude", "unscored reasons"]
+    )
 
 
 def test_threeway_results(full):
@@ -200,13 +213,20 @@ def test_transcript_browser_has_every_judge_rationale(full):
 
 def test_per_round_judge_scores_and_missing_log(tmp_path):
     """Judge rows that carry a round are plotted per round; a checkpoint without a log is named, not plotted."""
-    rd = build_run(tmp_path / "r", systems=["mascot"], score=noisy_scores({"mascot": 0.0}), n_contexts=3,
-                   manifest={"models": {"checkpoint": str(tmp_path / "nolog")}})
+    rd = build_run(
+        tmp_path / "r",
+        systems=["mascot"],
+        score=noisy_scores({"mascot": 0.0}),
+        n_contexts=3,
+        manifest={"models": {"checkpoint": str(tmp_path / "nolog")}},
+    )
     t = make_transcript("ed-positive", 0, "mascot")
     for r in (1, 2):
         for row in judgment_rows(t, "gpt", lambda *a: 4.0 - r, 0):
             if row["criterion"] == "consistency" and row["level"] == "agent":
-                append_jsonl(rd.judgments_path, {**row, "criterion": "consistency", "round": r, "dialogue_id": t.dialogue_id + f"#r{r}"})
+                append_jsonl(
+                    rd.judgments_path, {**row, "criterion": "consistency", "round": r, "dialogue_id": t.dialogue_id + f"#r{r}"}
+                )
     doc = Doc(build_report([rd], tmp_path / "r.html", n_boot=100).read_text())
     assert any(i["alt"] == "judge consistency by round" for i in doc.images)
     assert "has no train_log.jsonl" in doc.sections["training"]

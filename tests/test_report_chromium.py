@@ -14,7 +14,9 @@ from tests.reportfactory import build_report_run
 
 pytestmark = pytest.mark.chromium
 
-GOOD_PNG = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+GOOD_PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,19 @@ def test_report_renders_tables_and_images_without_errors(browser, tmp_path):
     assert page.errors == [], page.errors
     st = page.state
     assert st["title"].startswith("mascot-eval report")
-    assert st["sections"] == ["overview", "leaderboard", "comparisons", "charts", "drift", "redundancy", "judges", "threeway", "figures",
-                              "training", "transcripts"]
+    assert st["sections"] == [
+        "overview",
+        "leaderboard",
+        "comparisons",
+        "charts",
+        "drift",
+        "redundancy",
+        "judges",
+        "threeway",
+        "figures",
+        "training",
+        "transcripts",
+    ]
     visible = [t for t in st["tables"] if t["visible"]]
     by_section = {s: [t for t in visible if t["section"] == s] for s in st["sections"]}
     assert any("Contribution" in t["header"] and t["rows"] == 4 for t in by_section["leaderboard"])  # header + 3 systems
@@ -55,7 +68,8 @@ def test_report_renders_tables_and_images_without_errors(browser, tmp_path):
     shown_after = browser.evaluate(
         "(() => { const b = document.getElementById('tfilter'); b.value = 'zero-shot'; b.dispatchEvent(new Event('input'));"
         " return [Array.from(document.querySelectorAll('details.transcript')).filter(d => d.style.display !== 'none').length,"
-        " document.getElementById('tcount').textContent]; })()")
+        " document.getElementById('tcount').textContent]; })()"
+    )
     assert shown_after == [12, "12 shown"]
     browser.collect(page, browser.session)
     assert page.errors == []
@@ -67,7 +81,9 @@ def test_checks_catch_a_broken_image_and_a_throwing_script(browser, tmp_path):
         "<!DOCTYPE html><html><head><title>bad</title></head><body><table><tr><td>x</td></tr></table>"
         f'<img alt="good" src="{GOOD_PNG}"><img alt="broken" src="data:image/png;base64,AAAAAAAA">'
         '<img alt="missing" src="missing.png">'
-        "<script>console.error('bad console'); throw new Error('boom');</script></body></html>", encoding="utf-8")
+        "<script>console.error('bad console'); throw new Error('boom');</script></body></html>",
+        encoding="utf-8",
+    )
     page = browser.render(bad)
     assert any("boom" in e for e in page.exceptions), page.errors
     assert any("bad console" in e for e in page.console_errors), page.errors

@@ -16,8 +16,6 @@ from tests.judge_helpers import criteria_in, scores_json
 FAST_METRICS = "distinct_1,inter_agent_selfbleu,inter_agent_rougeL,turn_length_tokens"
 
 
-
-
 def _judge(req):
     p = req.messages[-1]["content"]
     crit = criteria_in(p) if '{"rationale"' in p else []
@@ -25,9 +23,26 @@ def _judge(req):
 
 
 def _args(out, gen, judge, *extra):
-    return ["run", "--task", "demo", "--limit", "3", "--system", "mascot,zero-shot", "--model", gen,
-            "--judges", judge, "--metrics", FAST_METRICS, "--n-boot", "200", "--no-progress",
-            *(["--out", str(out)] if out else []), *extra]
+    return [
+        "run",
+        "--task",
+        "demo",
+        "--limit",
+        "3",
+        "--system",
+        "mascot,zero-shot",
+        "--model",
+        gen,
+        "--judges",
+        judge,
+        "--metrics",
+        FAST_METRICS,
+        "--n-boot",
+        "200",
+        "--no-progress",
+        *(["--out", str(out)] if out else []),
+        *extra,
+    ]
 
 
 def test_run_writes_the_whole_run_directory(tmp_path, fake_model, tmp_cache, capsys):
@@ -79,8 +94,23 @@ def test_default_run_directory_is_named_after_the_settings(tmp_path, fake_model,
 
     monkeypatch.setattr("mascot_eval.paths.results_dir", lambda: tmp_path / "results")
     gen = fake_model("run-gen2", fakes.default_responder)
-    base = ["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen, "--judges", "none",
-            "--metrics", "none", "--no-report", "--no-progress"]
+    base = [
+        "run",
+        "--task",
+        "demo",
+        "--limit",
+        "2",
+        "--system",
+        "zero-shot",
+        "--model",
+        gen,
+        "--judges",
+        "none",
+        "--metrics",
+        "none",
+        "--no-report",
+        "--no-progress",
+    ]
     code, _, err = _cli(base, capsys)
     assert code == 0, err
     runs = list((tmp_path / "results" / "runs").iterdir())
@@ -148,8 +178,29 @@ def test_run_steps_can_be_skipped(tmp_path, fake_model, tmp_cache, capsys, flag)
     other = "--metrics" if flag == "--judges" else "--judges"
     other_value = FAST_METRICS if other == "--metrics" else fake_model("run-judge4", _judge)
     out = tmp_path / "r"
-    code, _, err = _cli(["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen, flag, "none",
-                         other, other_value, "--n-boot", "200", "--no-progress", "--out", str(out)], capsys)
+    code, _, err = _cli(
+        [
+            "run",
+            "--task",
+            "demo",
+            "--limit",
+            "2",
+            "--system",
+            "zero-shot",
+            "--model",
+            gen,
+            flag,
+            "none",
+            other,
+            other_value,
+            "--n-boot",
+            "200",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert (out / "judgments.jsonl").exists() == (flag == "--metrics")
     assert (out / "metrics.parquet").exists() == (flag == "--judges")
@@ -188,11 +239,33 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
         "from mascot_eval.cli.main import main\n"
         "main(sys.argv[1:])\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
-           "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "cache")}
-    args = [sys.executable, str(script), "run", "--task", "demo", "--limit", "4", "--system", "zero-shot",
-            "--model", "gate/sig-gen", "--judges", "none", "--metrics", "none", "--no-progress",
-            "--max-connections", "1", "--out", str(out)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    args = [
+        sys.executable,
+        str(script),
+        "run",
+        "--task",
+        "demo",
+        "--limit",
+        "4",
+        "--system",
+        "zero-shot",
+        "--model",
+        "gate/sig-gen",
+        "--judges",
+        "none",
+        "--metrics",
+        "none",
+        "--no-progress",
+        "--max-connections",
+        "1",
+        "--out",
+        str(out),
+    ]
     p = subprocess.Popen(args, env={**env, "GATE_DIR": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while not (tmp_path / "blocked").exists():  # a file the run writes, not a deadline

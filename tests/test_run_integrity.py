@@ -51,10 +51,13 @@ def no_backoff(monkeypatch):
 @pytest.fixture
 def prices(tmp_path, monkeypatch):
     p = tmp_path / "prices.yaml"
-    p.write_text("currency: USD\nper: 1000000\nmodels:\n"
-                 '  "openai-compatible/gen@*": {input: 0.5, output: 1.5}\n'
-                 '  "openai-compatible/j1@*": {input: 2.0, output: 8.0}\n'
-                 '  "openai-compatible/j2@*": {input: 3.0, output: 15.0}\n', encoding="utf-8")
+    p.write_text(
+        "currency: USD\nper: 1000000\nmodels:\n"
+        '  "openai-compatible/gen@*": {input: 0.5, output: 1.5}\n'
+        '  "openai-compatible/j1@*": {input: 2.0, output: 8.0}\n'
+        '  "openai-compatible/j2@*": {input: 3.0, output: 15.0}\n',
+        encoding="utf-8",
+    )
     monkeypatch.setattr("mascot_eval.backends.prices.prices_path", lambda: p)
     return p
 
@@ -69,8 +72,9 @@ def _row_costs(rd: RunDir) -> list[float]:
 
 
 def _files(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def test_priced_judges_with_injected_errors_cost_status_and_resume(tmp_path, tmp_cache, no_backoff, prices, capsys):
@@ -97,9 +101,29 @@ def test_priced_judges_with_injected_errors_cost_status_and_resume(tmp_path, tmp
     srv = ScriptedServer(respond)
     try:
         out = tmp_path / "run"
-        args = ["run", "--task", "demo", "--limit", "4", "--system", "zero-shot", "--model", srv.spec("gen"),
-                "--judges", f"{srv.spec('j1')},{srv.spec('j2')}", "--metrics", "distinct_1", "--n-boot", "100",
-                "--no-progress", "--no-report", "--max-retries", "2", "--out", str(out)]
+        args = [
+            "run",
+            "--task",
+            "demo",
+            "--limit",
+            "4",
+            "--system",
+            "zero-shot",
+            "--model",
+            srv.spec("gen"),
+            "--judges",
+            f"{srv.spec('j1')},{srv.spec('j2')}",
+            "--metrics",
+            "distinct_1",
+            "--n-boot",
+            "100",
+            "--no-progress",
+            "--no-report",
+            "--max-retries",
+            "2",
+            "--out",
+            str(out),
+        ]
         code, stdout, err = run_cli(args, capsys)
         rd = RunDir(out)
         m = rd.read_manifest()
@@ -144,8 +168,28 @@ def test_every_judge_call_failing_is_not_complete(tmp_path, tmp_cache, fake_mode
 
     judge = fake_model("int-judge", broken)
     out = tmp_path / "run"
-    code, _, err = run_cli(["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen,
-                            "--judges", judge, "--metrics", "none", "--no-report", "--no-progress", "--out", str(out)], capsys)
+    code, _, err = run_cli(
+        [
+            "run",
+            "--task",
+            "demo",
+            "--limit",
+            "2",
+            "--system",
+            "zero-shot",
+            "--model",
+            gen,
+            "--judges",
+            judge,
+            "--metrics",
+            "none",
+            "--no-report",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 1, err
     m = RunDir(out).read_manifest()
     assert m["status"] == "complete_with_failures"
@@ -158,8 +202,27 @@ def test_every_dialogue_failing_exits_1_with_the_causes(tmp_path, tmp_cache, fak
 
     gen = fake_model("int-gen-broken", broken)
     out = tmp_path / "run"
-    code, _, err = run_cli(["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen,
-                            "--judges", "none", "--metrics", "none", "--no-progress", "--out", str(out)], capsys)
+    code, _, err = run_cli(
+        [
+            "run",
+            "--task",
+            "demo",
+            "--limit",
+            "2",
+            "--system",
+            "zero-shot",
+            "--model",
+            gen,
+            "--judges",
+            "none",
+            "--metrics",
+            "none",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 1, err
     assert "generate: 2 of 2 dialogue(s) failed" in err and "generation backend exploded" in err
     m = RunDir(out).read_manifest()
@@ -167,16 +230,37 @@ def test_every_dialogue_failing_exits_1_with_the_causes(tmp_path, tmp_cache, fak
 
 
 def _subprocess_run(args, env):
-    return subprocess.Popen([sys.executable, "-m", "mascot_eval.cli.main", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mascot_eval.cli.main", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_processes_on_one_run_directory_one_writes(tmp_path):
     """The second process stops at once (exit 2, naming the holder's PID) and writes and pays nothing."""
     srv = ScriptedServer(lambda model, messages, n: _gen_text(messages))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    args = ["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", srv.spec("gen"), "--judges", "none",
-            "--metrics", "none", "--no-report", "--no-progress"]
+    args = [
+        "run",
+        "--task",
+        "demo",
+        "--limit",
+        "2",
+        "--system",
+        "zero-shot",
+        "--model",
+        srv.spec("gen"),
+        "--judges",
+        "none",
+        "--metrics",
+        "none",
+        "--no-report",
+        "--no-progress",
+    ]
     try:
         # a reference run of the same command: how many requests one run makes
         ref = _subprocess_run([*args, "--out", str(tmp_path / "ref")], {**env, "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "c0")})
@@ -210,8 +294,24 @@ def test_a_refused_run_leaves_the_run_directory_byte_identical(tmp_path, tmp_cac
 
     gen = fake_model("int-refuse", fakes.default_responder)
     out = tmp_path / "run"
-    base = ["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen, "--judges", "none",
-            "--metrics", "distinct_1", "--no-progress", "--out", str(out)]
+    base = [
+        "run",
+        "--task",
+        "demo",
+        "--limit",
+        "2",
+        "--system",
+        "zero-shot",
+        "--model",
+        gen,
+        "--judges",
+        "none",
+        "--metrics",
+        "distinct_1",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert run_cli(base, capsys)[0] == 0
     before = _files(out)
     code, _, err = run_cli([*base, "--seed", "5"], capsys)
@@ -226,8 +326,31 @@ def test_metrics_subset_merges_into_the_table(tmp_path, tmp_cache, fake_model, c
 
     gen = fake_model("int-metrics", fakes.default_responder)
     out = tmp_path / "run"
-    assert run_cli(["run", "--task", "demo", "--limit", "2", "--system", "zero-shot", "--model", gen, "--judges", "none",
-                    "--metrics", "distinct_1,turn_length_tokens", "--no-report", "--no-progress", "--out", str(out)], capsys)[0] == 0
+    assert (
+        run_cli(
+            [
+                "run",
+                "--task",
+                "demo",
+                "--limit",
+                "2",
+                "--system",
+                "zero-shot",
+                "--model",
+                gen,
+                "--judges",
+                "none",
+                "--metrics",
+                "distinct_1,turn_length_tokens",
+                "--no-report",
+                "--no-progress",
+                "--out",
+                str(out),
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     code, _, err = run_cli(["metrics", str(out), "--metrics", "distinct_2"], capsys)
     assert code == 0, err
     df = pd.read_parquet(RunDir(out).metrics_path)
@@ -246,9 +369,27 @@ def test_every_shipped_system_is_generated_judged_and_reported(tmp_path, tmp_cac
     gen = fake_model("int-sys", fakes.default_responder)
     judge = fake_model("int-sys-judge", lambda req: _judge_text(req.messages))
     out = tmp_path / "run"
-    code, stdout, err = run_cli(["run", "--system", "mascot,single-agent,zero-shot", "--judges", judge, "--limit", "2",
-                                 "--model", gen, "--metrics", "persona_similarity,distinct_1", "--n-boot", "100",
-                                 "--no-progress", "--out", str(out)], capsys)
+    code, stdout, err = run_cli(
+        [
+            "run",
+            "--system",
+            "mascot,single-agent,zero-shot",
+            "--judges",
+            judge,
+            "--limit",
+            "2",
+            "--model",
+            gen,
+            "--metrics",
+            "persona_similarity,distinct_1",
+            "--n-boot",
+            "100",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     rd = RunDir(out)
     single = [t for t in rd.transcripts() if t.system == "single-agent"]
@@ -279,8 +420,29 @@ def test_judges_read_the_cards_the_agents_played(tmp_path, tmp_cache, fake_model
     _load_all.cache_clear()
     gen = fake_model("int-cards", fakes.default_responder)
     out = tmp_path / "run"
-    assert run_cli(["run", "--system", "zero-shot", "--limit", "1", "--model", gen, "--judges", "none", "--metrics", "none",
-                    "--no-report", "--no-progress", "--out", str(out)], capsys)[0] == 0
+    assert (
+        run_cli(
+            [
+                "run",
+                "--system",
+                "zero-shot",
+                "--limit",
+                "1",
+                "--model",
+                gen,
+                "--judges",
+                "none",
+                "--metrics",
+                "none",
+                "--no-report",
+                "--no-progress",
+                "--out",
+                str(out),
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     card = tasks / "personas" / "anchor.yaml"
     card.write_text(card.read_text(encoding="utf-8").replace("emotional validator", "EDITED ROLE"), encoding="utf-8")
     _load_all.cache_clear()
@@ -294,11 +456,32 @@ def test_judges_read_the_cards_the_agents_played(tmp_path, tmp_cache, fake_model
 def test_report_escapes_what_models_wrote(tmp_path, tmp_cache, fake_model, capsys):
     payload = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'"> ok'
     gen = fake_model("int-xss", lambda req: payload)
-    judge = fake_model("int-xss-judge", lambda req: _judge_text(req.messages).replace('"rationale": "fine"',
-                                                                                       '"rationale": "<script>x()</script>"'))
+    judge = fake_model(
+        "int-xss-judge",
+        lambda req: _judge_text(req.messages).replace('"rationale": "fine"', '"rationale": "<script>x()</script>"'),
+    )
     out = tmp_path / "run"
-    code, _, err = run_cli(["run", "--system", "zero-shot", "--limit", "1", "--model", gen, "--judges", judge,
-                            "--metrics", "none", "--n-boot", "100", "--no-progress", "--out", str(out)], capsys)
+    code, _, err = run_cli(
+        [
+            "run",
+            "--system",
+            "zero-shot",
+            "--limit",
+            "1",
+            "--model",
+            gen,
+            "--judges",
+            judge,
+            "--metrics",
+            "none",
+            "--n-boot",
+            "100",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     html = RunDir(out).report_path.read_text(encoding="utf-8")
     assert "<script>document.title" not in html and "<img src=x" not in html and "<script>x()" not in html
@@ -320,9 +503,13 @@ def test_summary_holds_every_number_and_the_report_only_renders(tmp_path, monkey
     def computes(*a, **k):
         raise AssertionError("the report computed a statistic")
 
-    for target in ("mascot_eval.judges.agreement.agreement_table", "mascot_eval.judges.diagnostics.diagnostics_table",
-                   "mascot_eval.judges.threeway.summarize_comparisons", "mascot_eval.stats.bootstrap.bootstrap_mean",
-                   "mascot_eval.runs.summary.summarize_data"):
+    for target in (
+        "mascot_eval.judges.agreement.agreement_table",
+        "mascot_eval.judges.diagnostics.diagnostics_table",
+        "mascot_eval.judges.threeway.summarize_comparisons",
+        "mascot_eval.stats.bootstrap.bootstrap_mean",
+        "mascot_eval.runs.summary.summarize_data",
+    ):
         monkeypatch.setattr(target, computes)
     path = render_report([rd], tmp_path / "r.html", n_boot=100)
     text = path.read_text(encoding="utf-8")
@@ -337,8 +524,30 @@ def test_artifacts_validate_against_the_exported_schemas(tmp_path, tmp_cache, fa
     gen = fake_model("int-schema", fakes.default_responder)
     judge = fake_model("int-schema-judge", lambda req: _judge_text(req.messages))
     out = tmp_path / "run"
-    assert run_cli(["run", "--system", "mascot", "--limit", "1", "--model", gen, "--judges", judge, "--metrics",
-                    "distinct_1", "--n-boot", "100", "--no-progress", "--out", str(out)], capsys)[0] == 0
+    assert (
+        run_cli(
+            [
+                "run",
+                "--system",
+                "mascot",
+                "--limit",
+                "1",
+                "--model",
+                gen,
+                "--judges",
+                judge,
+                "--metrics",
+                "distinct_1",
+                "--n-boot",
+                "100",
+                "--no-progress",
+                "--out",
+                str(out),
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     schemas = tmp_path / "schemas"
     assert run_cli(["schema", "--out", str(schemas)], capsys)[0] == 0
     load = lambda n: json.loads((schemas / f"{n}.schema.json").read_text())  # noqa: E731
@@ -359,9 +568,27 @@ def test_cost_limit_counts_every_step_and_holds_across_a_resume(tmp_path, tmp_ca
     srv = ScriptedServer(lambda model, messages, n: _gen_text(messages) if model == "gen" else _judge_text(messages))
     try:
         out = tmp_path / "run"
-        args = ["run", "--task", "demo", "--limit", "3", "--system", "zero-shot", "--model", srv.spec("gen"),
-                "--judges", srv.spec("j2"), "--metrics", "none", "--no-report", "--no-progress", "--max-connections", "1",
-                "--out", str(out)]
+        args = [
+            "run",
+            "--task",
+            "demo",
+            "--limit",
+            "3",
+            "--system",
+            "zero-shot",
+            "--model",
+            srv.spec("gen"),
+            "--judges",
+            srv.spec("j2"),
+            "--metrics",
+            "none",
+            "--no-report",
+            "--no-progress",
+            "--max-connections",
+            "1",
+            "--out",
+            str(out),
+        ]
         code, _, err = run_cli([*args, "--cost-limit", "0.01"], capsys)
         assert code == 3 and "cost limit reached" in err
         m = RunDir(out).read_manifest()
@@ -379,8 +606,24 @@ def test_a_fully_cached_resume_calls_nothing_and_recomputes_nothing(tmp_path, tm
     gen = fake_model("int-resume", fakes.default_responder)
     judge = fake_model("int-resume-judge", lambda req: _judge_text(req.messages))
     out = tmp_path / "run"
-    args = ["run", "--system", "mascot", "--limit", "2", "--model", gen, "--judges", judge, "--metrics",
-            "distinct_1,inter_agent_selfbleu", "--n-boot", "100", "--no-progress", "--out", str(out)]
+    args = [
+        "run",
+        "--system",
+        "mascot",
+        "--limit",
+        "2",
+        "--model",
+        gen,
+        "--judges",
+        judge,
+        "--metrics",
+        "distinct_1,inter_agent_selfbleu",
+        "--n-boot",
+        "100",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert run_cli(args, capsys)[0] == 0
     report = (out / "report.html").read_bytes()
     fakes.CALLS.clear()
@@ -390,5 +633,8 @@ def test_a_fully_cached_resume_calls_nothing_and_recomputes_nothing(tmp_path, tm
     steps = m["invocations"][-1]["steps"]
     assert steps["generate"]["counts"]["new"] == 0 and steps["judge"]["counts"]["new_units"] == 0
     assert {k: steps[k]["status"] for k in ("metrics", "summary", "report")} == {
-        "metrics": "skipped", "summary": "skipped", "report": "skipped"}
+        "metrics": "skipped",
+        "summary": "skipped",
+        "report": "skipped",
+    }
     assert (out / "report.html").read_bytes() == report

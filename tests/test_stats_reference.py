@@ -41,8 +41,14 @@ def test_equal_clusters_match_scipy_bootstrap_of_cluster_means():
     vals = np.repeat(ctx, 3) + rng.normal(0, 4, size=90)  # 3 agents per dialogue around a context effect
     clusters = np.repeat(np.arange(30), 3)
     ours = bootstrap_mean(vals, clusters, n_boot=20000, seed=0)
-    ref = stats.bootstrap((vals.reshape(30, 3).mean(axis=1),), np.mean, method="percentile", n_resamples=20000,
-                          confidence_level=0.95, random_state=0)
+    ref = stats.bootstrap(
+        (vals.reshape(30, 3).mean(axis=1),),
+        np.mean,
+        method="percentile",
+        n_resamples=20000,
+        confidence_level=0.95,
+        random_state=0,
+    )
     se = ref.standard_error
     assert ours.mean == pytest.approx(vals.mean())
     assert abs(ours.lo - ref.confidence_interval.low) < 0.1 * se
@@ -54,8 +60,12 @@ def test_equal_clusters_match_scipy_bootstrap_of_cluster_means():
 
 def test_describe_per_group_is_reproducible_and_independent_of_other_groups():
     rng = np.random.default_rng(5)
-    rows = [{"label": lab, "split": "in_domain", "measure": "agent.overall", "judge": "all", "cluster": f"t:{c}",
-             "value": float(v)} for lab in ("a", "b") for c in range(8) for v in rng.normal(50, 5, size=3)]
+    rows = [
+        {"label": lab, "split": "in_domain", "measure": "agent.overall", "judge": "all", "cluster": f"t:{c}", "value": float(v)}
+        for lab in ("a", "b")
+        for c in range(8)
+        for v in rng.normal(50, 5, size=3)
+    ]
     units = pd.DataFrame(rows)
     both = describe(units, n_boot=500, seed=1).set_index("label")
     only_a = describe(units[units["label"] == "a"], n_boot=500, seed=1).set_index("label")
@@ -80,8 +90,12 @@ def _dialogue_overall(path) -> dict[tuple[str, str], float]:
 
 
 def test_paired_comparison_on_units_matches_scipy(tmp_path):
-    rd = build_run(tmp_path / "r", systems=["mascot", "zero-shot", "few-shot"],
-                   score=noisy_scores({"mascot": 0.3, "zero-shot": 0.0, "few-shot": 0.25}), n_contexts=12)
+    rd = build_run(
+        tmp_path / "r",
+        systems=["mascot", "zero-shot", "few-shot"],
+        score=noisy_scores({"mascot": 0.3, "zero-shot": 0.0, "few-shot": 0.25}),
+        n_contexts=12,
+    )
     comps = compare_systems(load_runs([rd]).units, reference="mascot", n_boot=300)
     by_hand = _dialogue_overall(rd.judgments_path)
     for other in ("zero-shot", "few-shot"):

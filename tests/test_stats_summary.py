@@ -42,9 +42,13 @@ def test_judgment_units_hand_computed():
 
 
 def test_summary_detects_better_system_and_is_reproducible(tmp_path):
-    rd = build_run(tmp_path / "run-a", systems=["mascot", "zero-shot"],
-                   score=noisy_scores({"mascot": 0.6, "zero-shot": 0.0}), n_contexts=14,
-                   metric_value=lambda s, i: 0.2 if s == "mascot" else 0.35)
+    rd = build_run(
+        tmp_path / "run-a",
+        systems=["mascot", "zero-shot"],
+        score=noisy_scores({"mascot": 0.6, "zero-shot": 0.0}),
+        n_contexts=14,
+        metric_value=lambda s, i: 0.2 if s == "mascot" else 0.35,
+    )
     s = summarize(rd, n_boot=500)
     assert json.loads(rd.summary_path.read_text())["schema"] == "mascot-summary/2"
     est = pd.DataFrame(s["estimates"])
@@ -63,8 +67,12 @@ def test_summary_detects_better_system_and_is_reproducible(tmp_path):
 
 
 def test_no_difference_is_not_significant(tmp_path):
-    rd = build_run(tmp_path / "run-b", systems=["mascot", "few-shot"],
-                   score=noisy_scores({"mascot": 0.0, "few-shot": 0.0}, noise=0.5), n_contexts=12)
+    rd = build_run(
+        tmp_path / "run-b",
+        systems=["mascot", "few-shot"],
+        score=noisy_scores({"mascot": 0.0, "few-shot": 0.0}, noise=0.5),
+        n_contexts=12,
+    )
     data = load_runs([rd])
     comps = compare_systems(data.units, reference="mascot", n_boot=300)
     assert (comps["p_holm"] > 0.05).all()

@@ -15,12 +15,16 @@ from tests.cli_helpers import run_cli
 
 
 def card(id_: str, name: str, role: str) -> PersonaCard:
-    return PersonaCard(id=id_, name=name, role=role, traits=[f"{id_}-trait"], speaking_style="plain",
-                       never=["be rude"], examples=["one", "two"])
+    return PersonaCard(
+        id=id_, name=name, role=role, traits=[f"{id_}-trait"], speaking_style="plain", never=["be rude"], examples=["one", "two"]
+    )
 
 
-CARDS = [card("anchor", "Anchor", "emotional validator"), card("catalyst", "Catalyst", "critical thinker"),
-         card("action_guide", "Action Guide", "practical advisor")]
+CARDS = [
+    card("anchor", "Anchor", "emotional validator"),
+    card("catalyst", "Catalyst", "critical thinker"),
+    card("action_guide", "Action Guide", "practical advisor"),
+]
 
 
 def test_valid_directive_json():
@@ -99,8 +103,12 @@ def test_clean_reply_strips_own_label_and_cuts_at_other_speakers():
 
 
 def test_most_consistent_picks_the_medoid():
-    cands = ["you could talk to your manager today", "talk to your manager about it today",
-             "bananas are yellow", "maybe talk with your manager"]
+    cands = [
+        "you could talk to your manager today",
+        "talk to your manager about it today",
+        "bananas are yellow",
+        "maybe talk with your manager",
+    ]
     best, scores = most_consistent(cands)
     assert best in (0, 1) and scores[2] == min(scores)
     best, scores = most_consistent(["", "something real", "something else real"])
@@ -109,7 +117,10 @@ def test_most_consistent_picks_the_medoid():
 
 
 def test_split_reasoning():
-    assert split_reasoning("Thoughts: they are sad.\nReply: I'm here for you.") == ("I'm here for you.", "Thoughts: they are sad.")
+    assert split_reasoning("Thoughts: they are sad.\nReply: I'm here for you.") == (
+        "I'm here for you.",
+        "Thoughts: they are sad.",
+    )
     reply, thought = split_reasoning("Thoughts: hmm\nI'm here.")
     assert thought is None and reply == "I'm here."
 
@@ -117,7 +128,9 @@ def test_split_reasoning():
 def test_pick_strategies_and_votes():
     strategies = ["Question", "Reflection of feelings", "Providing Suggestions"]
     assert pick_strategies("Use reflection of feelings, then a question.", strategies, 2) == (
-        ["Reflection of feelings", "Question"], False)
+        ["Reflection of feelings", "Question"],
+        False,
+    )
     assert pick_strategies("whatever", strategies, 2) == (["Question", "Reflection of feelings"], True)
     assert parse_vote("I pick 2.", 3) == 1
     assert parse_vote("candidate 7", 3) is None and parse_vote("none", 3) is None
@@ -125,14 +138,26 @@ def test_pick_strategies_and_votes():
 
 # configs, plug-ins and the CLI
 
+
 def test_every_shipped_system_loads_and_builds(tmp_path):
     from mascot_eval.systems.config import load_system_config, system_files
     from mascot_eval.systems.factory import build_system
     from mascot_eval.taskspec import load_task
 
     names = set(system_files())
-    expected = {"mascot", "mascot-p", "mascot-c", "zero-shot", "zero-shot-cot", "few-shot", "few-shot-cot", "sft",
-                "self-consistency", "multiagentesc", "single-agent"}
+    expected = {
+        "mascot",
+        "mascot-p",
+        "mascot-c",
+        "zero-shot",
+        "zero-shot-cot",
+        "few-shot",
+        "few-shot-cot",
+        "sft",
+        "self-consistency",
+        "multiagentesc",
+        "single-agent",
+    }
     assert expected <= names
     task = load_task("demo")
     for name in sorted(expected - {"sft"}):

@@ -13,8 +13,7 @@ from mascot_eval.errors import UserError
 from mascot_eval.personas import get_group, load_personas
 from mascot_eval.taskspec import MBTI_TYPES, load_task, load_task_file, resolve_tasks, task_files
 
-REQUIRED = {"demo", "ed-positive", "ed-negative", "ed-neutral", "qmsum-academic", "qmsum-committee",
-            "qmsum-product", "esconv"}
+REQUIRED = {"demo", "ed-positive", "ed-negative", "ed-neutral", "qmsum-academic", "qmsum-committee", "qmsum-product", "esconv"}
 
 
 def test_every_required_task_ships_and_loads():
@@ -32,7 +31,12 @@ def test_task_fields_follow_the_paper_splits():
     for v in ("positive", "negative", "neutral"):
         t = load_task(f"ed-{v}")
         assert (t.split, t.domain, t.source.loader, t.source.filters, t.personas) == (
-            "in_domain", "emotional", "empathetic_dialogues", {"valence": v}, "emotional")
+            "in_domain",
+            "emotional",
+            "empathetic_dialogues",
+            {"valence": v},
+            "emotional",
+        )
         assert t.sample.size == 100
     for d in ("academic", "committee", "product"):
         t = load_task(f"qmsum-{d}")
@@ -53,13 +57,22 @@ def test_every_shipped_task_validates_on_the_real_data(data_dir):
     checks = [check_task(load_task(n), data_dir) for n in sorted(REQUIRED)]
     by = {c.task.name: c for c in checks}
     assert {n: by[n].available for n in by} == {
-        "demo": 28, "ed-negative": 1230, "ed-neutral": 295, "ed-positive": 1022, "esconv": 195,
-        "qmsum-academic": 58, "qmsum-committee": 72, "qmsum-product": 151}
+        "demo": 28,
+        "ed-negative": 1230,
+        "ed-neutral": 295,
+        "ed-positive": 1022,
+        "esconv": 195,
+        "qmsum-academic": 58,
+        "qmsum-committee": 72,
+        "qmsum-product": 151,
+    }
     assert by["ed-positive"].source_stats["conversations"] == 2547 and by["ed-positive"].source_stats["emotions"] == 32
     assert by["qmsum-product"].source_stats["meetings"] == 35 and by["qmsum-product"].source_stats["queries"] == 281
     assert by["esconv"].source_stats["dialogues"] == 195
-    assert split_counts(checks) == {"in_domain": {"tasks": 4, "contexts": 308, "dialogues": 308},
-                                    "ood": {"tasks": 4, "contexts": 330, "dialogues": 330}}
+    assert split_counts(checks) == {
+        "in_domain": {"tasks": 4, "contexts": 308, "dialogues": 308},
+        "ood": {"tasks": 4, "contexts": 330, "dialogues": 330},
+    }
 
 
 # ---- persona cards --------------------------------------------------------------------------------------
@@ -152,7 +165,9 @@ def test_name_must_match_the_file(tmp_path):
 
 def test_missing_persona_group(tmp_path, data_dir):
     p = write_task(tmp_path, GOOD.replace("personas: emotional", "personas: emotionl"))
-    with pytest.raises(UserError, match=r"field 'personas': unknown persona group 'emotionl' \(did you mean 'emotional'\?\)") as exc:
+    with pytest.raises(
+        UserError, match=r"field 'personas': unknown persona group 'emotionl' \(did you mean 'emotional'\?\)"
+    ) as exc:
         check_task(load_task_file(p), data_dir)
     assert str(p) in one_line(exc)
 
@@ -168,7 +183,9 @@ def test_group_naming_a_missing_card(tmp_path):
 
 def test_unknown_loader(tmp_path, data_dir):
     p = write_task(tmp_path, GOOD.replace("loader: empathetic_dialogues", "loader: empathetic_dialogs"))
-    with pytest.raises(UserError, match=r"field 'source.loader': unknown loader 'empathetic_dialogs' \(did you mean 'empathetic_dialogues'\?\)") as exc:
+    with pytest.raises(
+        UserError, match=r"field 'source.loader': unknown loader 'empathetic_dialogs' \(did you mean 'empathetic_dialogues'\?\)"
+    ) as exc:
         check_task(load_task_file(p), data_dir)
     assert str(p) in one_line(exc)
 

@@ -37,15 +37,18 @@ def test_an_included_partial_names_itself_with_its_line(folder):
         render(environment([folder]), "outer.j2", {})
 
 
-@pytest.mark.parametrize("name, message", [
-    ("../outside.txt", "'..' is not allowed"),
-    ("a/../../outside.txt", "'..' is not allowed"),
-    ("/etc/passwd", "absolute paths are not allowed"),
-    ("~/x.j2", "absolute paths are not allowed"),
-    ("C:/x.j2", "absolute paths are not allowed"),
-    ("a\\b.j2", "backslash"),
-    ("", "give a file name"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("../outside.txt", "'..' is not allowed"),
+        ("a/../../outside.txt", "'..' is not allowed"),
+        ("/etc/passwd", "absolute paths are not allowed"),
+        ("~/x.j2", "absolute paths are not allowed"),
+        ("C:/x.j2", "absolute paths are not allowed"),
+        ("a\\b.j2", "backslash"),
+        ("", "give a file name"),
+    ],
+)
 def test_names_stay_inside_the_folder(folder, name, message):
     with pytest.raises(UserError, match=message):
         check_name(name)
@@ -67,19 +70,22 @@ def test_a_symlink_out_of_the_folder_is_refused_without_reading_it(folder, tmp_p
     assert resolve([folder], "missing.j2") is None
 
 
-@pytest.mark.parametrize("source, message", [
-    ("{{ 'x' * 100000000 }}", "'\\*' would build a sequence"),
-    ("{{ [1, 2] * 10000000 }}", "'\\*' would build a sequence"),
-    ("{{ 2 ** 100000 }}", "'\\*\\*' with exponent"),
-    ("{{ ((2 ** 128) ** 128) ** 128 }}", "'\\*\\*' with exponent"),
-    ("{% for i in range(10 ** 7) %}{% endfor %}", "Range too big"),
-    ("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "RecursionError"),
-    ("{{ 1 / 0 }}", "ZeroDivisionError"),
-    ("{{ 'a' + 1 }}", "TypeError"),
-    ("{{ missing }}", "'missing' is undefined; variables available: x"),
-    ("{{ x.missing.deeper }}", "has no attribute 'missing'"),
-    ("{% if %}", "template syntax error"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("{{ 'x' * 100000000 }}", "'\\*' would build a sequence"),
+        ("{{ [1, 2] * 10000000 }}", "'\\*' would build a sequence"),
+        ("{{ 2 ** 100000 }}", "'\\*\\*' with exponent"),
+        ("{{ ((2 ** 128) ** 128) ** 128 }}", "'\\*\\*' with exponent"),
+        ("{% for i in range(10 ** 7) %}{% endfor %}", "Range too big"),
+        ("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "RecursionError"),
+        ("{{ 1 / 0 }}", "ZeroDivisionError"),
+        ("{{ 'a' + 1 }}", "TypeError"),
+        ("{{ missing }}", "'missing' is undefined; variables available: x"),
+        ("{{ x.missing.deeper }}", "has no attribute 'missing'"),
+        ("{% if %}", "template syntax error"),
+    ],
+)
 def test_failures_are_one_line_naming_the_file(folder, source, message):
     (folder / "t.j2").write_text(source)
     with pytest.raises(UserError, match=message) as exc:

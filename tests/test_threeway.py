@@ -115,14 +115,19 @@ def test_bradley_terry_hand_checked():
     cyc = bradley_terry([("A", "B", 1.0), ("B", "C", 1.0), ("C", "A", 1.0)], ["A", "B", "C"])
     assert all(abs(v) < 1e-6 for v in cyc.values())
     # three systems: the MLE satisfies the score equations W_i = sum_j n_ij p_i / (p_i + p_j)
-    outs = [("A", "B", 1.0)] * 4 + [("B", "A", 1.0)] * 2 + [("B", "C", 1.0)] * 3 + [("C", "B", 1.0)] + [("A", "C", 1.0)] * 2 + [("C", "A", 1.0)]
+    outs = (
+        [("A", "B", 1.0)] * 4
+        + [("B", "A", 1.0)] * 2
+        + [("B", "C", 1.0)] * 3
+        + [("C", "B", 1.0)]
+        + [("A", "C", 1.0)] * 2
+        + [("C", "A", 1.0)]
+    )
     fit = bradley_terry(outs, ["A", "B", "C"])
     p = {k: math.exp(v) for k, v in fit.items()}
     wins = {"A": 6, "B": 5, "C": 2}
     for i in "ABC":
-        expected = sum(
-            sum(1 for a, b, _ in outs if {a, b} == {i, j}) * p[i] / (p[i] + p[j]) for j in "ABC" if j != i
-        )
+        expected = sum(sum(1 for a, b, _ in outs if {a, b} == {i, j}) * p[i] / (p[i] + p[j]) for j in "ABC" if j != i)
         assert expected == pytest.approx(wins[i], abs=1e-6)
     # a system that never wins stays finite with the prior
     assert math.isfinite(bradley_terry([("A", "B", 1.0)] * 3, ["A", "B"], prior=0.5)["B"])

@@ -90,8 +90,9 @@ def test_judge_overrides_apply_to_training_only(tmp_path):
     from mascot_eval.judges.specs import resolve_judge
     from mascot_eval.train.stage1 import judge_info
 
-    over = load_config(_write(tmp_path, judge="local",
-                              judge_overrides={"mode": "logprob", "max_tokens": 120, "reask": 0, "top_logprobs": 0}))
+    over = load_config(
+        _write(tmp_path, judge="local", judge_overrides={"mode": "logprob", "max_tokens": 120, "reask": 0, "top_logprobs": 0})
+    )
     spec = over.judge_spec()
     assert spec.name == "local" and spec.decoding.max_tokens == 120 and spec.reask == 0 and spec.decoding.top_logprobs == 0
     file_spec = resolve_judge("local")

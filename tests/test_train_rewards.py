@@ -55,12 +55,16 @@ def test_directive_format_reward():
 
 
 def test_redundancy_penalises_repeated_speakers_and_content():
-    diverse = [("Anchor", "That sounds painful, and your feelings make sense."),
-               ("Catalyst", "What part of the result surprised you the most?"),
-               ("Beacon", "Studying every evening shows real persistence.")]
-    echo = [("Anchor", "That sounds painful, and your feelings make sense."),
-            ("Anchor", "That sounds painful, and your feelings make sense to me."),
-            ("Beacon", "That sounds painful and your feelings make sense.")]
+    diverse = [
+        ("Anchor", "That sounds painful, and your feelings make sense."),
+        ("Catalyst", "What part of the result surprised you the most?"),
+        ("Beacon", "Studying every evening shows real persistence."),
+    ]
+    echo = [
+        ("Anchor", "That sounds painful, and your feelings make sense."),
+        ("Anchor", "That sounds painful, and your feelings make sense to me."),
+        ("Beacon", "That sounds painful and your feelings make sense."),
+    ]
     d, e = block_redundancy(diverse, AGENTS), block_redundancy(echo, AGENTS)
     assert d.speaker == 0.0 and d.content < 0.2
     assert e.speaker == pytest.approx(0.5)  # one avoidable repeat in 2 follow-up turns
@@ -73,8 +77,12 @@ def test_redundancy_penalises_repeated_speakers_and_content():
 
 
 def test_group_term_and_unscored_imputation():
-    rows = [{"criterion": "fidelity", "score": 5}, {"criterion": "relevance", "score": 3},
-            {"criterion": "engagement", "score": None}, {"criterion": "originality", "score": 1}]
+    rows = [
+        {"criterion": "fidelity", "score": 5},
+        {"criterion": "relevance", "score": 3},
+        {"criterion": "engagement", "score": None},
+        {"criterion": "originality", "score": 1},
+    ]
     assert group_term(rows, ["fidelity", "relevance", "engagement"], "generate") == pytest.approx((4 - 1) / 4)
     assert group_term([{"criterion": "fidelity", "score": None}], ["fidelity"], "generate") is None
     # an unscored block takes its siblings' mean (same state), never zero; a state with none scored stays None
@@ -84,8 +92,10 @@ def test_group_term_and_unscored_imputation():
 def test_stage2_reads_the_expected_digit_like_stage1():
     """A logprob judge's group rows: Stage 1 (score_response) uses the expected digit, so Stage 2 must too.
     (It read the argmax digit: blocks with expected 3.4 and 2.6 both looked like a flat 3.)"""
-    rows = [{"criterion": "fidelity", "score": 3, "weighted_score": 3.4, "status": "scored"},
-            {"criterion": "relevance", "score": 3, "weighted_score": 3.4, "status": "scored"}]
+    rows = [
+        {"criterion": "fidelity", "score": 3, "weighted_score": 3.4, "status": "scored"},
+        {"criterion": "relevance", "score": 3, "weighted_score": 3.4, "status": "scored"},
+    ]
     assert group_term(rows, ["fidelity", "relevance"], "logprob") == pytest.approx((3.4 - 1) / 4)
     assert group_term(rows, ["fidelity", "relevance"], "rules") == pytest.approx((3.4 - 1) / 4)
     # a generating judge's verdict is its integer (as score_response returns it for Stage 1)

@@ -8,10 +8,28 @@ import pytest
 
 pytestmark = pytest.mark.torch
 
-TOPICS = ["my exam", "my new job", "my dog's surgery", "my sister's wedding", "the move", "my team lead",
-          "the deadline", "my grandmother", "the interview", "my breakup", "the promotion", "my friend's silence",
-          "the rent", "my thesis", "the diagnosis", "the argument", "my first marathon", "the layoffs",
-          "my neighbour", "the trip"]
+TOPICS = [
+    "my exam",
+    "my new job",
+    "my dog's surgery",
+    "my sister's wedding",
+    "the move",
+    "my team lead",
+    "the deadline",
+    "my grandmother",
+    "the interview",
+    "my breakup",
+    "the promotion",
+    "my friend's silence",
+    "the rent",
+    "my thesis",
+    "the diagnosis",
+    "the argument",
+    "my first marathon",
+    "the layoffs",
+    "my neighbour",
+    "the trip",
+]
 ASK = ["What part of {t} worries you the most right now?", "How are you feeling about {t} today?"]
 TELL = ["I think {t} will be fine in the end.", "That is a lot to deal with around {t}."]
 MINILM_LORA = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["query", "key", "value", "dense"]}
@@ -20,11 +38,19 @@ MINILM_LORA = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["query", 
 def _pairs():
     out = []
     for i, t in enumerate(TOPICS):
-        messages = [{"role": "system", "content": "You are Catalyst, the critical thinker."},
-                    {"role": "user", "content": f"User: I keep thinking about {t}.\nReply as Catalyst."}]
+        messages = [
+            {"role": "system", "content": "You are Catalyst, the critical thinker."},
+            {"role": "user", "content": f"User: I keep thinking about {t}.\nReply as Catalyst."},
+        ]
         for j in range(2):
-            out.append({"messages": messages, "chosen": ASK[j].format(t=t), "rejected": TELL[(i + j) % 2].format(t=t),
-                        "split": "heldout" if i >= 14 else "train"})
+            out.append(
+                {
+                    "messages": messages,
+                    "chosen": ASK[j].format(t=t),
+                    "rejected": TELL[(i + j) % 2].format(t=t),
+                    "split": "heldout" if i >= 14 else "train",
+                }
+            )
     return out
 
 
@@ -42,8 +68,15 @@ def test_reward_model_beats_chance_on_heldout_pairs(tmp_path):
     from mascot_eval.train.reward_model import RewardScorer, encoder_path, train_reward_model
 
     pairs = _pairs()
-    spec = RewardModelSpec(base_model="minilm", epochs=4, learning_rate=1e-3, batch_size=8, max_length=64,
-                           lora=MINILM_LORA, gradient_checkpointing=False)
+    spec = RewardModelSpec(
+        base_model="minilm",
+        epochs=4,
+        learning_rate=1e-3,
+        batch_size=8,
+        max_length=64,
+        lora=MINILM_LORA,
+        gradient_checkpointing=False,
+    )
     rows: list[dict] = []
     m = train_reward_model(encoder_path("minilm"), "minilm", spec, pairs, tmp_path / "rm", seed=0, log=rows.append)
     assert m["trainer"] == "trl.RewardTrainer" and m["train_pairs"] == 28 and m["heldout_pairs"] == 12
@@ -67,8 +100,16 @@ def test_lora_share_matches_paper_for_qwen3_8b_shape():
     from mascot_eval.train.basemodel import lora_config, trainable_share
     from mascot_eval.train.config import LoraSpec
 
-    cfg = Qwen3Config(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                      num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False)
+    cfg = Qwen3Config(
+        vocab_size=151936,
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=False,
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
         peft_model = get_peft_model(model, lora_config(LoraSpec(r=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])))

@@ -22,8 +22,9 @@ def _checkpoint(tmp_path: Path, base: str = "hf/Qwen/Qwen3-0.6B") -> Path:
         (a / "adapter_config.json").write_text(json.dumps({"r": 16, "peft_type": "LORA"}))
         (a / "adapter_model.safetensors").write_bytes(name.encode())
         adapters[name] = f"adapters/{name}"
-    (d / "checkpoint.json").write_text(json.dumps({"schema": "mascot-checkpoint/1", "base_model": base,
-                                                    "persona_group": "emotional", "adapters": adapters}))
+    (d / "checkpoint.json").write_text(
+        json.dumps({"schema": "mascot-checkpoint/1", "base_model": base, "persona_group": "emotional", "adapters": adapters})
+    )
     return d
 
 
@@ -32,11 +33,23 @@ def _openai_server(seen: list[dict]):
         seen.append({"path": handler.path, **body})
         if handler.path.endswith("/load_lora_adapter"):
             return 200, {"ok": True}, {}
-        text = ('{"speaker": "Catalyst", "action": "ask", "tone": "calm"}' if "Director" in json.dumps(body["messages"])
-                else "That sounds hard. What would help right now?")
-        return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}, {}
+        text = (
+            '{"speaker": "Catalyst", "action": "ask", "tone": "calm"}'
+            if "Director" in json.dumps(body["messages"])
+            else "That sounds hard. What would help right now?"
+        )
+        return (
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+            },
+            {},
+        )
 
     return _serve(reply)
 
@@ -57,8 +70,10 @@ def test_checkpoint_at_url_maps_roles_to_served_adapter_names(tmp_path):
     sft = resolve_models(load_system_config("sft"), cards, default_model="embedded", checkpoint=ck)
     assert {sft[f"agent:{p}"] for p in PERSONAS} == {"openai-compatible/sft@http://127.0.0.1:8000/v1"}
     local = load_checkpoint(d)  # without a URL: local adapters, as before
-    assert resolve_models(load_system_config("mascot"), cards, default_model="embedded", checkpoint=local)[
-        "agent:anchor"] == f"hf/Qwen/Qwen3-0.6B#lora={(d / 'adapters' / 'anchor').resolve()}"
+    assert (
+        resolve_models(load_system_config("mascot"), cards, default_model="embedded", checkpoint=local)["agent:anchor"]
+        == f"hf/Qwen/Qwen3-0.6B#lora={(d / 'adapters' / 'anchor').resolve()}"
+    )
 
 
 def test_run_with_checkpoint_through_a_server(tmp_path, tmp_cache):
@@ -71,8 +86,24 @@ def test_run_with_checkpoint_through_a_server(tmp_path, tmp_cache):
     try:
         d = _checkpoint(tmp_path)
         try:
-            main(["generate", "--task", "demo", "--system", "mascot", "--checkpoint", f"{d}@{url}", "--limit", "1",
-                  "--user-model", f"openai-compatible/base@{url}", "--out", str(tmp_path / "run"), "--no-progress"])
+            main(
+                [
+                    "generate",
+                    "--task",
+                    "demo",
+                    "--system",
+                    "mascot",
+                    "--checkpoint",
+                    f"{d}@{url}",
+                    "--limit",
+                    "1",
+                    "--user-model",
+                    f"openai-compatible/base@{url}",
+                    "--out",
+                    str(tmp_path / "run"),
+                    "--no-progress",
+                ]
+            )
         except SystemExit as exc:
             assert (exc.code or 0) == 0
     finally:

@@ -36,8 +36,10 @@ def _setup(tmp_path, fake_model):
 
 def _judge_rows(value):
     async def judge(t, view):
-        return [{"criterion": c, "score": value, "weighted_score": float(value), "status": "scored"}
-                for c in ("fidelity", "originality", "relevance", "engagement")]
+        return [
+            {"criterion": c, "score": value, "weighted_score": float(value), "status": "scored"}
+            for c in ("fidelity", "originality", "relevance", "engagement")
+        ]
 
     return judge
 
@@ -120,7 +122,9 @@ def test_block_is_played_out_by_the_system_and_repeats_across_rounds_count(tmp_p
 def test_director_stats_are_summed(tmp_path):
     from mascot_eval.train.stage2 import director_stats
 
-    rows = [{"stats": {"director": {"decisions": 2, "fallbacks": 1, "invalid_reasons": {"no_json": 1}}}},
-            {"stats": {"director": {"decisions": 3, "fallbacks": 0}}}]
+    rows = [
+        {"stats": {"director": {"decisions": 2, "fallbacks": 1, "invalid_reasons": {"no_json": 1}}}},
+        {"stats": {"director": {"decisions": 3, "fallbacks": 0}}},
+    ]
     assert director_stats(rows) == {"decisions": 5, "fallbacks": 1}
     json.dumps(director_stats(rows))

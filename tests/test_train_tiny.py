@@ -42,8 +42,9 @@ LIMIT = 24  # held-out contexts evaluated
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: int = 1500) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mascot_eval.cli.main", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "mascot_eval.cli.main", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO
+    )
 
 
 def _speaker_redundancy(turns: list[str], agents: list[str]) -> float:
@@ -54,8 +55,13 @@ def _speaker_redundancy(turns: list[str], agents: list[str]) -> float:
 
 @pytest.mark.evidence
 def test_tiny_preset_learns(tmp_path, tmp_cache, data_dir):
-    env = {**os.environ, "MASCOT_RESPONSE_CACHE_DIR": str(tmp_cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "MASCOT_DATA_DIR": str(data_dir)}
+    env = {
+        **os.environ,
+        "MASCOT_RESPONSE_CACHE_DIR": str(tmp_cache),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "MASCOT_DATA_DIR": str(data_dir),
+    }
     ck = tmp_path / "ck"
     t0 = time.perf_counter()
     res = _cli(["train", "all", "--config", str(TINY), "--out", str(ck)], env)
@@ -74,8 +80,10 @@ def test_tiny_preset_learns(tmp_path, tmp_cache, data_dir):
     # 1. reward model: held-out accuracy above chance, >= 50 held-out pairs, binomial interval excluding 0.5
     rm = [r for r in log if r["step_name"] == "reward_model"]
     last = rm[-1]
-    print(f"reward model: held-out accuracy {last['heldout_accuracy']:.3f} on {last['heldout_pairs']} pairs, "
-          f"95% CI {last['heldout_ci95']}")
+    print(
+        f"reward model: held-out accuracy {last['heldout_accuracy']:.3f} on {last['heldout_pairs']} pairs, "
+        f"95% CI {last['heldout_ci95']}"
+    )
     assert last["heldout_pairs"] >= 50
     assert last["heldout_accuracy"] > 0.5 and last["heldout_ci95"][0] > 0.5
 
@@ -91,8 +99,27 @@ def test_tiny_preset_learns(tmp_path, tmp_cache, data_dir):
     for name, extra in (("base", []), ("trained", ["--checkpoint", str(ck)])):
         runs[name] = tmp_path / name
         t1 = time.perf_counter()
-        r = _cli(["run", "--task", str(HELDOUT), "--limit", str(LIMIT), "--system", str(SYSTEM), "--judges", "checks",
-                  "--metrics", "none", "--no-report", "--no-progress", "--out", str(runs[name]), *extra], env)
+        r = _cli(
+            [
+                "run",
+                "--task",
+                str(HELDOUT),
+                "--limit",
+                str(LIMIT),
+                "--system",
+                str(SYSTEM),
+                "--judges",
+                "checks",
+                "--metrics",
+                "none",
+                "--no-report",
+                "--no-progress",
+                "--out",
+                str(runs[name]),
+                *extra,
+            ],
+            env,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         print(f"evaluation run {name}: {time.perf_counter() - t1:.0f} s")
     table = tmp_path / "regress.csv"
@@ -100,13 +127,27 @@ def test_tiny_preset_learns(tmp_path, tmp_cache, data_dir):
     assert r.returncode == 0, r.stdout + r.stderr  # the trained checkpoint is no regression
     rows = {(x["split"], x["measure"]): x for x in csv.DictReader(table.open())}
     cons = next(x for (split, m), x in rows.items() if m == "agent.consistency")
-    print(f"agent.consistency (persona check): base {float(cons['baseline']):.1f} -> trained {float(cons['candidate']):.1f}, "
-          f"change {float(cons['change']):+.1f} [{float(cons['change_lo']):+.1f}, {float(cons['change_hi']):+.1f}], "
-          f"n={cons['n']}")
+    print(
+        f"agent.consistency (persona check): base {float(cons['baseline']):.1f} -> trained {float(cons['candidate']):.1f}, "
+        f"change {float(cons['change']):+.1f} [{float(cons['change_lo']):+.1f}, {float(cons['change_hi']):+.1f}], "
+        f"n={cons['n']}"
+    )
     assert int(cons["n"]) >= 20 and float(cons["change_lo"]) > 0
     # the same gate, the other way round: the base model is a regression from the trained checkpoint
-    back = _cli(["regress", "--baseline", str(runs["trained"]), "--candidate", str(runs["base"]), "--tolerance", "0",
-                 "--metrics", "agent.consistency"], env)
+    back = _cli(
+        [
+            "regress",
+            "--baseline",
+            str(runs["trained"]),
+            "--candidate",
+            str(runs["base"]),
+            "--tolerance",
+            "0",
+            "--metrics",
+            "agent.consistency",
+        ],
+        env,
+    )
     assert back.returncode == 1, back.stdout + back.stderr
 
     # 4. the trained Director: no invalid decision, fewer repeated speakers than round-robin
@@ -124,8 +165,23 @@ def test_tiny_preset_learns(tmp_path, tmp_cache, data_dir):
     assert sum(ours) < sum(rr)
 
     # 5. the SFT adapter serves the shipped `sft` baseline
-    g = _cli(["generate", "--task", "demo", "--system", "sft", "--checkpoint", str(ck), "--limit", "1",
-              "--out", str(tmp_path / "sft-run"), "--no-progress"], env)
+    g = _cli(
+        [
+            "generate",
+            "--task",
+            "demo",
+            "--system",
+            "sft",
+            "--checkpoint",
+            str(ck),
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "sft-run"),
+            "--no-progress",
+        ],
+        env,
+    )
     assert g.returncode == 0, g.stderr[-2000:]
     [t] = RunDir(tmp_path / "sft-run").transcripts()
     assert all(x.model == f"embedded#lora={(ck / 'adapters' / 'sft').resolve()}" for x in t.agent_turns)
@@ -157,14 +213,21 @@ def test_tiny_pipeline_end_to_end(tmp_path, tmp_cache, data_dir):
     """Every stage of the tiny preset on a small cut: SFT writes adapters/sft, the reward model logs its
     held-out accuracy and pair count, GRPO logs rewards per adapter, Stage 2 trains the Director; the
     checkpoint then serves `sft` (its SFT adapter) and `mascot-tiny` (persona + Director adapters)."""
-    env = {**os.environ, "MASCOT_RESPONSE_CACHE_DIR": str(tmp_cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "MASCOT_DATA_DIR": str(data_dir)}
+    env = {
+        **os.environ,
+        "MASCOT_RESPONSE_CACHE_DIR": str(tmp_cache),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "MASCOT_DATA_DIR": str(data_dir),
+    }
     ck = tmp_path / "ck"
     t0 = time.perf_counter()
     res = _cli(["train", "all", "--config", str(_small_cut(tmp_path)), "--out", str(ck)], env)
     assert res.returncode == 0, res.stderr[-4000:]
-    print(f"\ntiny (small cut) train all: {time.perf_counter() - t0:.0f} s wall, "
-          f"peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB")
+    print(
+        f"\ntiny (small cut) train all: {time.perf_counter() - t0:.0f} s wall, "
+        f"peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB"
+    )
     meta = json.loads((ck / "checkpoint.json").read_text())
     assert set(meta["adapters"]) == {"sft", *PERSONAS, "director"}
     for name, rel in meta["adapters"].items():
@@ -172,8 +235,9 @@ def test_tiny_pipeline_end_to_end(tmp_path, tmp_cache, data_dir):
     log = list(read_jsonl(ck / "train_log.jsonl"))
     assert any(r["step_name"] == "sft" and isinstance(r.get("loss"), float) for r in log)
     rm = [r for r in log if r["step_name"] == "reward_model"]
-    assert rm and all(isinstance(r["heldout_accuracy"], float) and r["heldout_pairs"] >= 1 and len(r["heldout_ci95"]) == 2
-                      for r in rm)
+    assert rm and all(
+        isinstance(r["heldout_accuracy"], float) and r["heldout_pairs"] >= 1 and len(r["heldout_ci95"]) == 2 for r in rm
+    )
     for p in PERSONAS:
         assert [r for r in log if r["step_name"] == "grpo" and r["name"] == p and isinstance(r.get("reward"), float)], p
     assert any("invalid_directive" in r for r in log if r["step_name"] == "grpo" and r["name"] == "director")
@@ -181,14 +245,49 @@ def test_tiny_pipeline_end_to_end(tmp_path, tmp_cache, data_dir):
     from mascot_eval.runs.rundir import RunDir
 
     # the SFT adapter serves the shipped `sft` baseline, judged by the scripted checks
-    r = _cli(["run", "--task", "demo", "--system", "sft", "--checkpoint", str(ck), "--limit", "1", "--judges", "checks",
-              "--metrics", "none", "--no-report", "--no-progress", "--out", str(tmp_path / "sft-run")], env)
+    r = _cli(
+        [
+            "run",
+            "--task",
+            "demo",
+            "--system",
+            "sft",
+            "--checkpoint",
+            str(ck),
+            "--limit",
+            "1",
+            "--judges",
+            "checks",
+            "--metrics",
+            "none",
+            "--no-report",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "sft-run"),
+        ],
+        env,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     [t] = RunDir(tmp_path / "sft-run").transcripts()
     assert t.agent_turns and all(x.model == f"embedded#lora={(ck / 'adapters' / 'sft').resolve()}" for x in t.agent_turns)
     # the trained system: every speaker on its persona adapter, the Director on its own
-    g = _cli(["generate", "--task", str(HELDOUT), "--system", str(SYSTEM), "--checkpoint", str(ck), "--limit", "1",
-              "--out", str(tmp_path / "trained"), "--no-progress"], env)
+    g = _cli(
+        [
+            "generate",
+            "--task",
+            str(HELDOUT),
+            "--system",
+            str(SYSTEM),
+            "--checkpoint",
+            str(ck),
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "trained"),
+            "--no-progress",
+        ],
+        env,
+    )
     assert g.returncode == 0, g.stderr[-2000:]
     [t] = RunDir(tmp_path / "trained").transcripts()
     ck_dir = ck.resolve()

@@ -33,26 +33,29 @@ def _file(tmp_path: Path, text: str | bytes, name: str = "c.yaml") -> Path:
     return p
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: a\nrounds: 2\nrounds: 3\n", r"c\.yaml:3: field 'rounds': duplicate key \(first on line 2\)"),
-    ("name: a\ndecoding:\n  max_tokens: 5\n  max_tokens: 6\n", r"c\.yaml:4: field 'decoding\.max_tokens': duplicate key"),
-    ("name: a\nitems:\n  - {x: 1, x: 2}\n", r"c\.yaml:3: field 'items\.0\.x': duplicate key"),
-    ("name: a\nrounds: true\n", r"c\.yaml:2: field 'rounds': Input should be a valid integer, got a boolean \(True\)"),
-    ("name: a\nrounds: '3'\n", r"c\.yaml:2: field 'rounds': .*got a string"),
-    ("name: a\nrounds: 2.5\n", r"c\.yaml:2: field 'rounds'"),
-    ("name: a\nenabled: 1\n", r"c\.yaml:2: field 'enabled'.*got a whole number"),
-    ("name: a\nenabled: 'yes'\n", r"c\.yaml:2: field 'enabled'"),
-    ("name: a\ndecoding: {temperature: true}\n", r"c\.yaml:2: field 'decoding\.temperature'.*boolean"),
-    ("name: a\ndecoding:\n  max_tokens: '96'\n", r"c\.yaml:3: field 'decoding\.max_tokens'"),
-    ("name: 5\n", r"c\.yaml:1: field 'name'.*got a whole number"),
-    ("name: a\nitems: [x, 3]\n", r"c\.yaml:2: field 'items\.1'"),
-    ("name: a\nroundz: 2\n", r"c\.yaml:2: field 'roundz': unknown field"),
-    ("rounds: 2\n", r"c\.yaml: field 'name': required field is missing"),
-    ("- name: a\n", r"c\.yaml: expected a mapping of fields at the top level, got a list"),
-    ("", r"c\.yaml: expected a mapping of fields at the top level, got null"),
-    ("name: [a\n", r"c\.yaml:2: malformed YAML"),
-    ("a: &a [*a]\nname: x\n", r"c\.yaml: an alias refers to itself"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: a\nrounds: 2\nrounds: 3\n", r"c\.yaml:3: field 'rounds': duplicate key \(first on line 2\)"),
+        ("name: a\ndecoding:\n  max_tokens: 5\n  max_tokens: 6\n", r"c\.yaml:4: field 'decoding\.max_tokens': duplicate key"),
+        ("name: a\nitems:\n  - {x: 1, x: 2}\n", r"c\.yaml:3: field 'items\.0\.x': duplicate key"),
+        ("name: a\nrounds: true\n", r"c\.yaml:2: field 'rounds': Input should be a valid integer, got a boolean \(True\)"),
+        ("name: a\nrounds: '3'\n", r"c\.yaml:2: field 'rounds': .*got a string"),
+        ("name: a\nrounds: 2.5\n", r"c\.yaml:2: field 'rounds'"),
+        ("name: a\nenabled: 1\n", r"c\.yaml:2: field 'enabled'.*got a whole number"),
+        ("name: a\nenabled: 'yes'\n", r"c\.yaml:2: field 'enabled'"),
+        ("name: a\ndecoding: {temperature: true}\n", r"c\.yaml:2: field 'decoding\.temperature'.*boolean"),
+        ("name: a\ndecoding:\n  max_tokens: '96'\n", r"c\.yaml:3: field 'decoding\.max_tokens'"),
+        ("name: 5\n", r"c\.yaml:1: field 'name'.*got a whole number"),
+        ("name: a\nitems: [x, 3]\n", r"c\.yaml:2: field 'items\.1'"),
+        ("name: a\nroundz: 2\n", r"c\.yaml:2: field 'roundz': unknown field"),
+        ("rounds: 2\n", r"c\.yaml: field 'name': required field is missing"),
+        ("- name: a\n", r"c\.yaml: expected a mapping of fields at the top level, got a list"),
+        ("", r"c\.yaml: expected a mapping of fields at the top level, got null"),
+        ("name: [a\n", r"c\.yaml:2: malformed YAML"),
+        ("a: &a [*a]\nname: x\n", r"c\.yaml: an alias refers to itself"),
+    ],
+)
 def test_strict_yaml_errors_name_file_line_and_field(tmp_path, text, message):
     with pytest.raises(UserError, match=message) as exc:
         load_model(_file(tmp_path, text), Cfg)
@@ -65,7 +68,12 @@ def test_what_stays_allowed(tmp_path):
     assert data["decoding"] == {"temperature": 0, "max_tokens": 7}  # a merge key's values may be overridden
     cfg = load_model(_file(tmp_path, "name: a\ndecoding: {temperature: 0, max_tokens: 5}\n"), Cfg)
     assert cfg.decoding.temperature == 0.0  # an integer where a float is expected is fine
-    assert parse_yaml_text("lr: 1e-5\nb: 2.5E+3\nc: '1e-5'\nd: 1_000\n", "x").data == {"lr": 1e-5, "b": 2500.0, "c": "1e-5", "d": 1000}
+    assert parse_yaml_text("lr: 1e-5\nb: 2.5E+3\nc: '1e-5'\nd: 1_000\n", "x").data == {
+        "lr": 1e-5,
+        "b": 2500.0,
+        "c": "1e-5",
+        "d": 1000,
+    }
     bom = load_model(_file(tmp_path, b"\xef\xbb\xbfname: a\n"), Cfg)
     assert bom.name == "a"
 
@@ -92,8 +100,13 @@ def test_confined_path(tmp_path):
     kw = {"field": "source.path", "where": "t.yaml"}
     assert confined_path(root, "sub/f.txt", **kw) == root / "sub" / "f.txt"
     assert confined_path(root, "sub/../sub/f.txt", **kw) == root / "sub" / "../sub/f.txt"
-    for bad, msg in (("/etc/passwd", "absolute path"), ("../secret.txt", "leaves"), ("sub/../../secret.txt", "leaves"),
-                     ("~/x", "absolute path"), ("link.txt", "link that leads outside")):
+    for bad, msg in (
+        ("/etc/passwd", "absolute path"),
+        ("../secret.txt", "leaves"),
+        ("sub/../../secret.txt", "leaves"),
+        ("~/x", "absolute path"),
+        ("link.txt", "link that leads outside"),
+    ):
         with pytest.raises(UserError, match=msg) as exc:
             confined_path(root, bad, **kw)
         assert str(exc.value).startswith("t.yaml: field 'source.path'") and str(root) in str(exc.value)

@@ -24,10 +24,12 @@ def team_responder(req) -> str:
         name = next((n for n in NAMES if n not in spoken), NAMES[0])
         return json.dumps({"speaker": name, "action": "help", "tone": "warm"})
     h = hashlib.sha256(f"{text}|{req.params.sample_index}".encode()).digest()
-    options = ["That sounds really hard. What feels heaviest right now?",
-               "Your effort shows real strength.",
-               "ok",
-               "I hear how painful this is, it makes sense to feel that way."]
+    options = [
+        "That sounds really hard. What feels heaviest right now?",
+        "Your effort shows real strength.",
+        "ok",
+        "I hear how painful this is, it makes sense to feel that way.",
+    ]
     return options[h[0] % len(options)]
 
 

@@ -209,8 +209,10 @@ def _check_messages(messages: Any) -> None:
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
     for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(
-            m.get("content"), str
+        if (
+            not isinstance(m, dict)
+            or m.get("role") not in ("system", "user", "assistant")
+            or not isinstance(m.get("content"), str)
         ):
             raise ValueError(f"bad message {m!r}: need role system/user/assistant and string content")
 

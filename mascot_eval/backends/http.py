@@ -292,8 +292,9 @@ class AnthropicBackend(_SDKBackend):
             kw["stop_sequences"] = list(p.stop)
         if p.json_schema is not None:
             # structured output on this API is tool mode: one tool whose input is the answer, forced
-            kw["tools"] = [{"name": ANSWER_TOOL, "description": "Give your answer as structured data.",
-                            "input_schema": p.json_schema}]
+            kw["tools"] = [
+                {"name": ANSWER_TOOL, "description": "Give your answer as structured data.", "input_schema": p.json_schema}
+            ]
             kw["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL}
         return kw
 
@@ -310,7 +311,9 @@ class AnthropicBackend(_SDKBackend):
         tool = [b for b in r.content if getattr(b, "type", "") == "tool_use" and getattr(b, "name", "") == ANSWER_TOOL]
         if tool:  # tool mode: the answer is the tool's input, as JSON after any text
             text = (text + "\n" if text else "") + json.dumps(tool[-1].input, ensure_ascii=False)
-        finish = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length"}.get(r.stop_reason or "", r.stop_reason or "stop")
+        finish = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length"}.get(
+            r.stop_reason or "", r.stop_reason or "stop"
+        )
         return ChatResponse(
             text=text,
             finish_reason=finish,

@@ -126,8 +126,10 @@ class LocalEngine:
                     results = run(group)
                 except BaseException as exc:  # noqa: BLE001
                     log.exception("batch failed")
-                    err = exc if isinstance(exc, (UserError, BackendError)) else BackendError(
-                        f"local generation failed: {type(exc).__name__}: {exc}", retryable=False
+                    err = (
+                        exc
+                        if isinstance(exc, (UserError, BackendError))
+                        else BackendError(f"local generation failed: {type(exc).__name__}: {exc}", retryable=False)
                     )
                     for j in group:
                         j.future.set_exception(err)
@@ -167,8 +169,10 @@ class LocalEngine:
         t0 = time.perf_counter()
         tok = self.tokenizer
         params = [j.request.params for j in jobs]
-        prompts = [tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True,
-                                           **chat_template_kwargs(tok)) for j in jobs]
+        prompts = [
+            tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs(tok))
+            for j in jobs
+        ]
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
         prompt_len = enc["input_ids"].shape[1]
         eos_ids = _eos_ids(tok, self.model)
@@ -233,8 +237,12 @@ class LocalEngine:
         choice_ids: list[list[int]] = []
         for j in jobs:
             p = j.request.params
-            ids = tok.encode(tok.apply_chat_template(j.request.messages, tokenize=False, add_generation_prompt=True,
-                                                     **chat_template_kwargs(tok)), add_special_tokens=False)
+            ids = tok.encode(
+                tok.apply_chat_template(
+                    j.request.messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs(tok)
+                ),
+                add_special_tokens=False,
+            )
             at = []
             for seg in p.prefill:
                 ids += tok.encode(seg, add_special_tokens=False)
@@ -261,8 +269,16 @@ class LocalEngine:
             for m in marks[r]:
                 pr = torch.softmax(logits[r, where[m], choice_ids[r]].float(), dim=-1).tolist()
                 probs.append(dict(zip(p.choices, pr)))
-            results.append(ChatResponse(text="", finish_reason="stop", usage=Usage(prompt_tokens=len(rows[r]), completion_tokens=0),
-                                        latency_s=elapsed + (t0 - job.submitted), model="", choice_probs=probs))
+            results.append(
+                ChatResponse(
+                    text="",
+                    finish_reason="stop",
+                    usage=Usage(prompt_tokens=len(rows[r]), completion_tokens=0),
+                    latency_s=elapsed + (t0 - job.submitted),
+                    model="",
+                    choice_probs=probs,
+                )
+            )
         return results
 
 
@@ -285,8 +301,10 @@ def chat_template_kwargs(tok: Any) -> dict[str, Any]:
 def _single_token(tok: Any, text: str, label: str) -> int:
     ids = tok.encode(text, add_special_tokens=False)
     if len(ids) != 1:
-        raise UserError(f"model '{label}': its tokenizer splits the choice {text!r} into {len(ids)} tokens; "
-                        "choice scoring needs single-token choices")
+        raise UserError(
+            f"model '{label}': its tokenizer splits the choice {text!r} into {len(ids)} tokens; "
+            "choice scoring needs single-token choices"
+        )
     return ids[0]
 
 

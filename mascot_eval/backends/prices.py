@@ -80,9 +80,7 @@ def call_cost(spec: str, prompt_tokens: int, completion_tokens: int, *, cost_lim
     if cost is not None:
         return cost
     if cost_limit is not None:
-        raise UserError(
-            f"{prices_path()}: no price for model '{spec}', so --cost-limit cannot be enforced; add it under models:"
-        )
+        raise UserError(f"{prices_path()}: no price for model '{spec}', so --cost-limit cannot be enforced; add it under models:")
     if spec not in _WARNED:
         _WARNED.add(spec)
         log.warning("no price for model '%s' in %s: its cost is reported as $0", spec, prices_path())

@@ -103,7 +103,9 @@ def probe_aliases(root: str | os.PathLike[str] | None = None) -> list[Probe]:
     out = []
     for name, spec in sorted(load_judge_specs(root).items()):
         if spec.mode == "rules":  # scripted checks (judges/rules.py): no model to probe
-            out.append(Probe(name=name, spec=spec.model, backend="rules", key_env="", usable=True, why="ok (no model: scripted checks)"))
+            out.append(
+                Probe(name=name, spec=spec.model, backend="rules", key_env="", usable=True, why="ok (no model: scripted checks)")
+            )
             continue
         ok, why, key_env = probe_spec(spec.model)
         out.append(Probe(name=name, spec=spec.model, backend=backend_name(spec.model), key_env=key_env, usable=ok, why=why))

@@ -17,7 +17,6 @@ from ..errors import UserError
 from ..records.usage import Usage
 
 
-
 MIN_CALLS_FOR_FAILURE_SHARE = 10  # below this many finished calls one failure is not yet a "share"
 
 

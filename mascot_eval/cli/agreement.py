@@ -30,8 +30,9 @@ def _who_scored(rows: list[dict[str, Any]]) -> str:
     return _who_scored_counts(scoring_judges(rows)[1])
 
 
-def agreement_lines(agreement: list[dict[str, Any]], counts: dict[str, tuple[int, int]], *,
-                    statistic: str = "alpha_ordinal") -> list[str]:
+def agreement_lines(
+    agreement: list[dict[str, Any]], counts: dict[str, tuple[int, int]], *, statistic: str = "alpha_ordinal"
+) -> list[str]:
     """Printed lines from agreement records (``summary.json``'s ``agreement``) and per judge (scored rows,
     all rows): one line per level x criterion, or one line saying how many judges scored anything."""
     recs = [r for r in agreement if r.get("statistic") == statistic]
@@ -63,8 +64,13 @@ def alpha_lines(rows: list[dict[str, Any]], *, n_boot: int = 1000, statistic: st
 
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--human", "human_file", type=click.Path(dir_okay=False), default=None,
-              help="Human ratings: the JSONL from `human import`, or a filled sheet CSV (key.json beside it).")
+@click.option(
+    "--human",
+    "human_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Human ratings: the JSONL from `human import`, or a filled sheet CSV (key.json beside it).",
+)
 @click.option("--judges", default=None, help="Only these judges (comma-separated); default: all in judgments.jsonl.")
 @click.option("--n-boot", type=click.IntRange(min=100), default=1000, show_default=True, help="Bootstrap replicates.")
 def agreement(run_dir: str, human_file: str | None, judges: str | None, n_boot: int) -> None:
@@ -89,8 +95,10 @@ def agreement(run_dir: str, human_file: str | None, judges: str | None, n_boot: 
     else:
         click.echo("Agreement per criterion: value [95% CI] (n items)")
         for (level, crit), g in t.groupby(["level", "criterion"], sort=False):
-            parts = [f"{r.statistic}{'' if r.statistic.startswith('alpha') else ' ' + r.judges}={_f(r.value)} [{_f(r.lo)},{_f(r.hi)}] (n={r.n_items})"
-                     for _, r in g.iterrows()]
+            parts = [
+                f"{r.statistic}{'' if r.statistic.startswith('alpha') else ' ' + r.judges}={_f(r.value)} [{_f(r.lo)},{_f(r.hi)}] (n={r.n_items})"
+                for _, r in g.iterrows()
+            ]
             click.echo(f"  {level:5s} {crit:12s} " + "; ".join(parts))
         ok, counts = scoring_judges(rows)
         if len(ok) < len(counts):
@@ -106,4 +114,6 @@ def agreement(run_dir: str, human_file: str | None, judges: str | None, n_boot: 
         atomic_write_text(rd.path / "human_agreement.csv", ha.to_csv(index=False))
         click.echo("\nHuman agreement (inter-annotator alpha; each judge vs the human mean):")
         for _, r in ha.iterrows():
-            click.echo(f"  {r.level:5s} {r.criterion:12s} {r.statistic:15s} {r.judges:30s} {_f(r.value)} [{_f(r.lo)},{_f(r.hi)}] n={r.n_items}")
+            click.echo(
+                f"  {r.level:5s} {r.criterion:12s} {r.statistic:15s} {r.judges:30s} {_f(r.value)} [{_f(r.lo)},{_f(r.hi)}] n={r.n_items}"
+            )

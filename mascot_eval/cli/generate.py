@@ -10,18 +10,42 @@ from .options import client_options, pop_client_options
 
 
 @click.command()
-@click.option("--task", "tasks", multiple=True, default=("demo",), show_default=True,
-              help="Task name, task file or suite (in-domain, ood, all); repeat or comma-separate.")
-@click.option("--system", "systems", multiple=True, default=("mascot",), show_default=True,
-              help="System name (baselines/<name>.yaml or a registered kind) or a YAML path; repeat or comma-separate.")
-@click.option("--model", default="embedded", show_default=True,
-              help="Model spec for every role a system does not set itself (embedded, hf/..., openai/..., ...).")
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    default=("demo",),
+    show_default=True,
+    help="Task name, task file or suite (in-domain, ood, all); repeat or comma-separate.",
+)
+@click.option(
+    "--system",
+    "systems",
+    multiple=True,
+    default=("mascot",),
+    show_default=True,
+    help="System name (baselines/<name>.yaml or a registered kind) or a YAML path; repeat or comma-separate.",
+)
+@click.option(
+    "--model",
+    default="embedded",
+    show_default=True,
+    help="Model spec for every role a system does not set itself (embedded, hf/..., openai/..., ...).",
+)
 @click.option("--user-model", default=None, help="Model spec of the simulated user (default: --model).")
-@click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
-              help="Trainer output folder (checkpoint.json + LoRA adapters) for mascot, its ablations and sft.")
+@click.option(
+    "--checkpoint",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Trainer output folder (checkpoint.json + LoRA adapters) for mascot, its ablations and sft.",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Use only the first N contexts of each task.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run directory (default: results/runs/<new run id>); rerunning into it fills only what is missing.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run directory (default: results/runs/<new run id>); rerunning into it fills only what is missing.",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset folder (default: $MASCOT_DATA_DIR).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed; every sampled call derives its seed from it.")
 @click.option("--no-progress", is_flag=True, default=False, help="Do not show the progress bar.")
@@ -40,16 +64,27 @@ def generate(tasks, systems, model, user_model, checkpoint, limit, out, data_dir
     settings = pop_client_options(kw)
     if out:
         RunDir.planned(Path(out)).check_not_locked()
-    plan = check_generate_inputs(tasks=tasks, systems=systems, model=model, user_model=user_model, checkpoint=checkpoint,
-                                 limit=limit, data_dir=data_dir, seed=seed, out=out)  # before anything is written
+    plan = check_generate_inputs(
+        tasks=tasks,
+        systems=systems,
+        model=model,
+        user_model=user_model,
+        checkpoint=checkpoint,
+        limit=limit,
+        data_dir=data_dir,
+        seed=seed,
+        out=out,
+    )  # before anything is written
     rundir = RunDir.planned(Path(out)) if out else RunDir.default(create=False)
     try:
         res = run_sync(agenerate(rundir, [], [], plan=plan, settings=settings, progress=not no_progress))
     except UserError as exc:
         partial = getattr(exc, "generate_result", None)
         if partial is not None:
-            click.echo(f"stopped: {partial.new} new dialogue(s) saved, {partial.reused} reused; rerun to resume "
-                       f"({rundir.path})", err=True)
+            click.echo(
+                f"stopped: {partial.new} new dialogue(s) saved, {partial.reused} reused; rerun to resume ({rundir.path})",
+                err=True,
+            )
         raise
     click.echo(
         f"{res.new} new, {res.reused} reused, {res.failed} failed dialogue(s) in {res.seconds:.1f}s "

@@ -16,7 +16,13 @@ def human() -> None:
 
 @human.command("export")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder for sheet.csv, form.html, rubric.md, key.json.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Folder for sheet.csv, form.html, rubric.md, key.json.",
+)
 @click.option("--levels", default="agent,group", show_default=True, help="agent, group or both.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N dialogues (after shuffling).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Shuffle seed.")
@@ -31,15 +37,21 @@ def export_cmd(run_dirs, out_dir, levels, limit, seed) -> None:
 
     rds = check_human_export_inputs(run_dirs, out_dir, levels)
     res = export(rds, out_dir, levels=tuple(check_levels(levels)), limit=limit, seed=seed)
-    click.echo(f"wrote {res.items} items from {res.dialogues} dialogues to {res.out_dir} "
-               "(sheet.csv, form.html, rubric.md; key.json stays with you)")
+    click.echo(
+        f"wrote {res.items} items from {res.dialogues} dialogues to {res.out_dir} "
+        "(sheet.csv, form.html, rubric.md; key.json stays with you)"
+    )
 
 
 @human.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--key", type=click.Path(dir_okay=False), default=None, help="key.json from export (default: next to each file).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help=f"Where to write the ratings as judgment rows (default: {RATINGS_FILE} next to the first file).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help=f"Where to write the ratings as judgment rows (default: {RATINGS_FILE} next to the first file).",
+)
 def import_cmd(files, key, out) -> None:
     """Read filled sheets (one or more annotators) back; print inter-annotator agreement.
 
@@ -53,7 +65,9 @@ def import_cmd(files, key, out) -> None:
     rows = import_ratings(list(files), key=key)  # every sheet read and checked before the ratings are written
     path = save_ratings(rows, target)
     ann = annotators(rows)
-    click.echo(f"imported {len(rows)} ratings from {len(ann)} annotator(s) ({', '.join(f'{a}: {n}' for a, n in sorted(ann.items()))}) -> {path}")
+    click.echo(
+        f"imported {len(rows)} ratings from {len(ann)} annotator(s) ({', '.join(f'{a}: {n}' for a, n in sorted(ann.items()))}) -> {path}"
+    )
     t = agreement_table(rows)
     if t.empty:
         click.echo("inter-annotator agreement: needs at least two annotators rating the same items")

@@ -13,8 +13,13 @@ def _fmt(v: float) -> str:
 
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--judges", "judges", default="local", show_default=True,
-              help="Comma-separated judge names from judges/*.yaml (gpt, claude, local, ...) or model specs.")
+@click.option(
+    "--judges",
+    "judges",
+    default="local",
+    show_default=True,
+    help="Comma-separated judge names from judges/*.yaml (gpt, claude, local, ...) or model specs.",
+)
 @click.option("--levels", default="agent,group", show_default=True, help="Which rubrics: agent, group or both.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @client_options

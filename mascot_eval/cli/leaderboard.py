@@ -15,13 +15,26 @@ from ..runs.tables import load_runs
 
 @click.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write the leaderboard CSV here (one row per system and split).")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-              help="Write paper-style Markdown tables here (agent-/group-level per split, ablations, MBTI x agent heatmaps, model-size sensitivity, beside the published numbers; and how each system's decisions were made).")
-@click.option("--reference", default=None, help="System the others are tested against (default: mascot if present, else all pairs).")
-@click.option("--test", type=click.Choice(["wilcoxon", "permutation"]), default="wilcoxon", show_default=True,
-              help="Paired test for the significance marks.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Write the leaderboard CSV here (one row per system and split)."
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write paper-style Markdown tables here (agent-/group-level per split, ablations, MBTI x agent heatmaps, model-size sensitivity, beside the published numbers; and how each system's decisions were made).",
+)
+@click.option(
+    "--reference", default=None, help="System the others are tested against (default: mascot if present, else all pairs)."
+)
+@click.option(
+    "--test",
+    type=click.Choice(["wilcoxon", "permutation"]),
+    default="wilcoxon",
+    show_default=True,
+    help="Paired test for the significance marks.",
+)
 @click.option("--n-boot", type=click.IntRange(100, 100000), default=2000, show_default=True, help="Bootstrap replicates.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap/permutation seed.")
 def leaderboard(run_dirs, out, markdown_path, reference, test, n_boot, seed):

@@ -9,8 +9,9 @@ from ..errors import UserError
 
 @click.command()
 @click.argument("run_dir", required=False, type=click.Path(file_okay=False))
-@click.option("--metrics", "metric_names", default=None, metavar="A,B",
-              help="Comma-separated metric names (default: all; see --list).")
+@click.option(
+    "--metrics", "metric_names", default=None, metavar="A,B", help="Comma-separated metric names (default: all; see --list)."
+)
 @click.option("--list", "list_only", is_flag=True, help="List the metrics (name, unit, definition) and exit.")
 def metrics(run_dir, metric_names, list_only):
     """Compute automatic metrics for RUN_DIR's transcripts.

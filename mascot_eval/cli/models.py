@@ -41,9 +41,16 @@ def list_cmd(judges_dir: str | None, as_json: bool) -> None:
     files = {name: spec.file for name, spec in load_judge_specs(judges_dir).items()}
     source = {p.name: paths.source_of(files[p.name]) if files.get(p.name) else "plugin" for p in aliases}
     if as_json:
-        click.echo(json.dumps({"backends": [p.to_dict() for p in kinds],
-                               "aliases": [{**p.to_dict(), "source": source[p.name]} for p in aliases],
-                               "search_order": paths.describe()}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "backends": [p.to_dict() for p in kinds],
+                    "aliases": [{**p.to_dict(), "source": source[p.name]} for p in aliases],
+                    "search_order": paths.describe(),
+                },
+                indent=2,
+            )
+        )
         return
     click.echo("Backends (model spec forms):")
     rows = [["KIND", "SPEC", "KEY", "USABLE", "WHY"]]

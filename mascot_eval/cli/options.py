@@ -51,7 +51,9 @@ def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Concurrent calls per model (the embedded model batches this many together).",
         ),
         click.option("--rpm", type=click.FloatRange(min=0, min_open=True), default=None, help="Requests per minute per model."),
-        click.option("--tpm", type=click.FloatRange(min=0, min_open=True), default=None, help="Tokens per minute per model (estimated)."),
+        click.option(
+            "--tpm", type=click.FloatRange(min=0, min_open=True), default=None, help="Tokens per minute per model (estimated)."
+        ),
         click.option(
             "--cache-dir",
             type=click.Path(file_okay=False),
@@ -72,8 +74,16 @@ def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Stop cleanly (finished work saved) once this many dollars are spent (prices: judges/prices.yaml).",
         ),
-        click.option("--max-retries", type=click.IntRange(min=0), default=6, show_default=True, help="Retries on 429/5xx/timeouts."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True, help="Seconds per call attempt."),
+        click.option(
+            "--max-retries", type=click.IntRange(min=0), default=6, show_default=True, help="Retries on 429/5xx/timeouts."
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=300.0,
+            show_default=True,
+            help="Seconds per call attempt.",
+        ),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

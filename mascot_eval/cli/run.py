@@ -23,37 +23,95 @@ def _none(names: list[str]) -> bool:
 
 
 @click.command()
-@click.option("--task", "tasks", multiple=True, default=("demo",), show_default=True,
-              help="Task name, task file or suite (in-domain, ood, all); repeat or comma-separate.")
-@click.option("--system", "systems", multiple=True, default=("mascot",), show_default=True,
-              help="System name (see `mascot-eval systems list`) or a YAML path; repeat or comma-separate.")
-@click.option("--judges", default=None,
-              help="Comma-separated judges (gpt, claude, local, a judges/*.yaml name or a model spec), or 'none'. "
-                   "Default: the judges the task files name (judging.judges).")
-@click.option("--metrics", "metric_names", default=None,
-              help="Comma-separated metric names, 'all' or 'none' (see `mascot-eval metrics --list`). "
-                   "Default: the metrics the task files name.")
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    default=("demo",),
+    show_default=True,
+    help="Task name, task file or suite (in-domain, ood, all); repeat or comma-separate.",
+)
+@click.option(
+    "--system",
+    "systems",
+    multiple=True,
+    default=("mascot",),
+    show_default=True,
+    help="System name (see `mascot-eval systems list`) or a YAML path; repeat or comma-separate.",
+)
+@click.option(
+    "--judges",
+    default=None,
+    help="Comma-separated judges (gpt, claude, local, a judges/*.yaml name or a model spec), or 'none'. "
+    "Default: the judges the task files name (judging.judges).",
+)
+@click.option(
+    "--metrics",
+    "metric_names",
+    default=None,
+    help="Comma-separated metric names, 'all' or 'none' (see `mascot-eval metrics --list`). "
+    "Default: the metrics the task files name.",
+)
 @click.option("--levels", default="agent,group", show_default=True, help="Judge rubrics: agent, group or both.")
-@click.option("--model", default="embedded", show_default=True,
-              help="Model spec for every role a system does not set itself (embedded, hf/..., openai/..., ...).")
+@click.option(
+    "--model",
+    default="embedded",
+    show_default=True,
+    help="Model spec for every role a system does not set itself (embedded, hf/..., openai/..., ...).",
+)
 @click.option("--user-model", default=None, help="Model spec of the simulated user (default: --model).")
-@click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
-              help="Trainer output folder (checkpoint.json + LoRA adapters) for mascot, its ablations and sft.")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Use only the first N contexts of each task (default: the task's sample size).")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run directory (default: results/runs/<tasks>_<systems>-<settings hash>; the same command resumes it).")
+@click.option(
+    "--checkpoint",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Trainer output folder (checkpoint.json + LoRA adapters) for mascot, its ablations and sft.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Use only the first N contexts of each task (default: the task's sample size).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run directory (default: results/runs/<tasks>_<systems>-<settings hash>; the same command resumes it).",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset folder (default: $MASCOT_DATA_DIR).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed (sampling and bootstrap).")
 @click.option("--reference", default=None, help="System the others are tested against (default: mascot if present).")
-@click.option("--test", type=click.Choice(["wilcoxon", "permutation"]), default="wilcoxon", show_default=True,
-              help="Paired test between systems on shared contexts (Holm-corrected).")
+@click.option(
+    "--test",
+    type=click.Choice(["wilcoxon", "permutation"]),
+    default="wilcoxon",
+    show_default=True,
+    help="Paired test between systems on shared contexts (Holm-corrected).",
+)
 @click.option("--n-boot", type=click.IntRange(100, 100000), default=2000, show_default=True, help="Bootstrap replicates.")
 @click.option("--no-report", is_flag=True, default=False, help="Skip the HTML report.")
 @click.option("--no-progress", is_flag=True, default=False, help="Do not show progress.")
 @client_options
-def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpoint, limit, out, data_dir, seed,
-        reference, test, n_boot, no_report, no_progress, **kw) -> None:
+def run(
+    tasks,
+    systems,
+    judges,
+    metric_names,
+    levels,
+    model,
+    user_model,
+    checkpoint,
+    limit,
+    out,
+    data_dir,
+    seed,
+    reference,
+    test,
+    n_boot,
+    no_report,
+    no_progress,
+    **kw,
+) -> None:
     """Evaluate systems on tasks end to end: generate dialogues, judge them, compute the automatic
     metrics, write summary.json (means, n, 95% bootstrap intervals, paired tests) and report.html.
 
@@ -76,19 +134,40 @@ def run(tasks, systems, judges, metric_names, levels, model, user_model, checkpo
     if out:  # a folder locked by another writer is refused before the (possibly slow) check
         RunDir.planned(Path(out)).check_not_locked()
     # everything the run will use is loaded and checked before the run directory is touched
-    plan = check_run_inputs(tasks=tasks, systems=systems, judges=judges, metrics=metric_names, levels=levels,
-                            model=model, user_model=user_model, checkpoint=checkpoint, limit=limit, data_dir=data_dir,
-                            seed=seed, out=out)
+    plan = check_run_inputs(
+        tasks=tasks,
+        systems=systems,
+        judges=judges,
+        metrics=metric_names,
+        levels=levels,
+        model=model,
+        user_model=user_model,
+        checkpoint=checkpoint,
+        limit=limit,
+        data_dir=data_dir,
+        seed=seed,
+        out=out,
+    )
     gen = plan.generate
     judge_names, metrics_list, level_list = plan.judge_names, plan.metrics, plan.levels
     identity = {
-        "tasks": {t.name: t.content_hash for t in gen.tasks}, "systems": gen.systems, "model": model,
-        "user_model": user_model, "checkpoint": str(Path(checkpoint).resolve()) if checkpoint else None,
-        "limit": limit, "seed": seed,
+        "tasks": {t.name: t.content_hash for t in gen.tasks},
+        "systems": gen.systems,
+        "model": model,
+        "user_model": user_model,
+        "checkpoint": str(Path(checkpoint).resolve()) if checkpoint else None,
+        "limit": limit,
+        "seed": seed,
     }
-    run_settings = {**identity, "judges": judge_names, "metrics": metrics_list, "levels": level_list,
-                    "max_connections": settings.max_connections, "cost_limit": settings.cost_limit,
-                    "use_cache": settings.use_cache}
+    run_settings = {
+        **identity,
+        "judges": judge_names,
+        "metrics": metrics_list,
+        "levels": level_list,
+        "max_connections": settings.max_connections,
+        "cost_limit": settings.cost_limit,
+        "use_cache": settings.use_cache,
+    }
     if out:
         rundir = RunDir.planned(Path(out))
     else:
@@ -165,8 +244,9 @@ def _print_failures(rundir, steps: dict[str, Any]) -> None:
     j = steps.get("judge") or {}
     if j.get("failed_units"):
         causes = "; ".join(f"{f['id']}: {f['error']}" for f in j.get("failures", [])[:3])
-        click.echo(f"judge: {j['failed_units']} of {j['new_units']} new judge call(s) failed for good; first causes: {causes}",
-                   err=True)
+        click.echo(
+            f"judge: {j['failed_units']} of {j['new_units']} new judge call(s) failed for good; first causes: {causes}", err=True
+        )
 
 
 def _generate(rundir, plan, *, settings, progress: bool) -> dict[str, Any]:
@@ -182,10 +262,21 @@ def _generate(rundir, plan, *, settings, progress: bool) -> dict[str, Any]:
         if partial is not None:
             click.echo(f"generate stopped: {partial.new} new dialogue(s) saved, {partial.reused} reused", err=True)
         raise
-    click.echo(f"      {res.new} new, {res.reused} reused, {res.failed} failed dialogue(s) in {res.seconds:.1f}s "
-               f"({res.calls} calls, {res.usage.retries} retries, {res.tokens} tokens, ${res.cost_usd:.4f})", err=True)
-    return {"new": res.new, "reused": res.reused, "failed": res.failed, "failures": res.failures[:50],
-            "seconds": res.seconds, "calls": res.calls, "tokens": res.tokens, "cost_usd": res.cost_usd}
+    click.echo(
+        f"      {res.new} new, {res.reused} reused, {res.failed} failed dialogue(s) in {res.seconds:.1f}s "
+        f"({res.calls} calls, {res.usage.retries} retries, {res.tokens} tokens, ${res.cost_usd:.4f})",
+        err=True,
+    )
+    return {
+        "new": res.new,
+        "reused": res.reused,
+        "failed": res.failed,
+        "failures": res.failures[:50],
+        "seconds": res.seconds,
+        "calls": res.calls,
+        "tokens": res.tokens,
+        "cost_usd": res.cost_usd,
+    }
 
 
 def _judge(rundir, panel, judge_names: list[str], settings, levels: list[str], *, progress: bool) -> dict[str, Any]:
@@ -193,11 +284,21 @@ def _judge(rundir, panel, judge_names: list[str], settings, levels: list[str], *
 
     click.echo(f"[2/5] judge: {', '.join(judge_names)} ({', '.join(levels)} rubrics)", err=True)
     res = judge_rundir(rundir, panel, settings=settings, levels=levels, progress=progress)
-    click.echo(f"      {res.new_units} new judge calls ({res.unscored_units} unscored, {res.failed_units} failed), "
-               f"{res.reused_units} reused, {res.seconds:.1f}s", err=True)
-    return {"judges": judge_names, "new_units": res.new_units, "reused_units": res.reused_units,
-            "unscored_units": res.unscored_units, "failed_units": res.failed_units, "failures": res.failures,
-            "seconds": round(res.seconds, 3), "per_judge": res.per_judge}
+    click.echo(
+        f"      {res.new_units} new judge calls ({res.unscored_units} unscored, {res.failed_units} failed), "
+        f"{res.reused_units} reused, {res.seconds:.1f}s",
+        err=True,
+    )
+    return {
+        "judges": judge_names,
+        "new_units": res.new_units,
+        "reused_units": res.reused_units,
+        "unscored_units": res.unscored_units,
+        "failed_units": res.failed_units,
+        "failures": res.failures,
+        "seconds": round(res.seconds, 3),
+        "per_judge": res.per_judge,
+    }
 
 
 def _metrics(rundir, names: list[str]) -> dict[str, Any]:
@@ -219,8 +320,12 @@ def _summary(rundir, **kw) -> dict[str, Any]:
     click.echo("[4/5] statistics: bootstrap intervals, paired tests, agreement", err=True)
     t0 = time.perf_counter()
     s = summarize(rundir, **kw)
-    return {"path": str(rundir.summary_path), "estimates": len(s["estimates"]), "comparisons": len(s["comparisons"]),
-            "seconds": round(time.perf_counter() - t0, 3)}
+    return {
+        "path": str(rundir.summary_path),
+        "estimates": len(s["estimates"]),
+        "comparisons": len(s["comparisons"]),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 def _report(rundir) -> dict[str, Any]:
@@ -233,14 +338,19 @@ def _report(rundir) -> dict[str, Any]:
     path = render_report([rundir], rundir.report_path)
     status = "skipped" if before is not None and before == report_inputs(path) else "done"
     seconds = round(time.perf_counter() - t0, 3)
-    rundir.update_manifest(steps={"report": StepRecord(status=status, seconds=seconds,
-                                                       inputs_hash=report_inputs(path)).model_dump()})
+    rundir.update_manifest(
+        steps={"report": StepRecord(status=status, seconds=seconds, inputs_hash=report_inputs(path)).model_dump()}
+    )
     return {"path": str(path), "seconds": seconds}
 
 
 # measures printed in the compact table (the report and summary.json hold everything)
-SHOWN = [("agent.overall", "agent overall"), ("group.overall", "group overall"),
-         ("metric.inter_agent_selfbleu", "self-BLEU"), ("metric.persona_separability", "persona sep.")]
+SHOWN = [
+    ("agent.overall", "agent overall"),
+    ("group.overall", "group overall"),
+    ("metric.inter_agent_selfbleu", "self-BLEU"),
+    ("metric.persona_separability", "persona sep."),
+]
 
 
 def _print_results(rundir) -> None:
@@ -274,8 +384,10 @@ def _print_results(rundir) -> None:
         if total:
             console.print(f"judge {judge}: {bad}/{total} score rows unscored ({bad / total:.0%}), never counted as zero")
     failed = summary["counts"].get("judgments_failed") or {}
-    counts = {j: (scored.get(j, 0), scored.get(j, 0) + sum(unscored.get(j, {}).values()) + failed.get(j, 0))
-              for j in sorted(set(unscored) | set(scored) | set(failed))}
+    counts = {
+        j: (scored.get(j, 0), scored.get(j, 0) + sum(unscored.get(j, {}).values()) + failed.get(j, 0))
+        for j in sorted(set(unscored) | set(scored) | set(failed))
+    }
     if len(counts) > 1:
         from .agreement import agreement_lines
 

@@ -11,8 +11,12 @@ from ..errors import UserError, did_you_mean
 
 @click.command()
 @click.argument("name", required=False)
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Write one <name>.schema.json per record into this folder instead of printing.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write one <name>.schema.json per record into this folder instead of printing.",
+)
 def schema(name: str | None, out: str | None) -> None:
     """Print (or write) the JSON Schema of a run artifact record.
 

@@ -23,8 +23,12 @@ import click
 from .options import client_options
 
 # --vary key -> where the value goes: a system models: role, or a run flag
-VARY_KEYS = {"director-model": ("models", "director"), "speaker-model": ("models", "agents"),
-             "model": ("flag", "model"), "user-model": ("flag", "user_model")}
+VARY_KEYS = {
+    "director-model": ("models", "director"),
+    "speaker-model": ("models", "agents"),
+    "model": ("flag", "model"),
+    "user-model": ("flag", "user_model"),
+}
 
 
 def parse_vary(values: tuple[str, ...]) -> dict[str, list[str]]:
@@ -89,15 +93,21 @@ def derived_system(name: str, combo: dict[str, str], folder: Path) -> str:
             (folder / "templates").mkdir(exist_ok=True)
             shutil.copyfile(t, folder / "templates" / t.name)
     path = folder / f"{cfg.name}.yaml"
-    atomic_write_text(path, "# written by `mascot-eval sweep` from " + str(cfg.file or cfg.name) + "\n"
-                      + yaml.safe_dump(data, sort_keys=False))
+    atomic_write_text(
+        path, "# written by `mascot-eval sweep` from " + str(cfg.file or cfg.name) + "\n" + yaml.safe_dump(data, sort_keys=False)
+    )
     return str(path)
 
 
 @click.command()
-@click.option("--vary", "vary", multiple=True, required=True,
-              help="KEY=V1,V2 with KEY director-model, speaker-model (the system's models: director / agents), "
-                   "model or user-model; repeat for a grid of every combination.")
+@click.option(
+    "--vary",
+    "vary",
+    multiple=True,
+    required=True,
+    help="KEY=V1,V2 with KEY director-model, speaker-model (the system's models: director / agents), "
+    "model or user-model; repeat for a grid of every combination.",
+)
 @click.option("--task", "tasks", multiple=True, default=("demo",), show_default=True, help="As for `run`.")
 @click.option("--system", "systems", multiple=True, default=("mascot",), show_default=True, help="As for `run`.")
 @click.option("--judges", default=None, help="As for `run`.")
@@ -106,8 +116,12 @@ def derived_system(name: str, combo: dict[str, str], folder: Path) -> str:
 @click.option("--model", default="embedded", show_default=True, help="Model of every role not varied (as for `run`).")
 @click.option("--user-model", default=None, help="As for `run`.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="As for `run`.")
-@click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Sweep folder: one run directory per combination, sweep.json, sensitivity.csv/.md.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Sweep folder: one run directory per combination, sweep.json, sensitivity.csv/.md.",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="As for `run`.")
 @click.option("--seed", type=int, default=0, show_default=True, help="As for `run`.")
 @click.option("--n-boot", type=click.IntRange(100, 100000), default=2000, show_default=True, help="Bootstrap replicates.")
@@ -115,8 +129,25 @@ def derived_system(name: str, combo: dict[str, str], folder: Path) -> str:
 @click.option("--no-progress", is_flag=True, default=False, help="Do not show progress.")
 @client_options
 @click.pass_context
-def sweep(ctx, vary, tasks, systems, judges, metric_names, levels, model, user_model, limit, out, data_dir, seed,
-          n_boot, no_report, no_progress, **kw) -> None:
+def sweep(
+    ctx,
+    vary,
+    tasks,
+    systems,
+    judges,
+    metric_names,
+    levels,
+    model,
+    user_model,
+    limit,
+    out,
+    data_dir,
+    seed,
+    n_boot,
+    no_report,
+    no_progress,
+    **kw,
+) -> None:
     """Compose runs over model choices (the paper's model-size study) and tabulate them.
 
     \b
@@ -147,10 +178,27 @@ def sweep(ctx, vary, tasks, systems, judges, metric_names, levels, model, user_m
         flags = {VARY_KEYS[k][1]: val for k, val in combo.items() if VARY_KEYS[k][0] == "flag"}
         status = "complete"
         try:
-            ctx.invoke(run, tasks=tasks, systems=tuple(derived), judges=judges, metric_names=metric_names, levels=levels,
-                       model=flags.get("model", model), user_model=flags.get("user_model", user_model), checkpoint=None,
-                       limit=limit, out=str(root / slug), data_dir=data_dir, seed=seed, reference=None, test="wilcoxon",
-                       n_boot=n_boot, no_report=no_report, no_progress=no_progress, **kw)
+            ctx.invoke(
+                run,
+                tasks=tasks,
+                systems=tuple(derived),
+                judges=judges,
+                metric_names=metric_names,
+                levels=levels,
+                model=flags.get("model", model),
+                user_model=flags.get("user_model", user_model),
+                checkpoint=None,
+                limit=limit,
+                out=str(root / slug),
+                data_dir=data_dir,
+                seed=seed,
+                reference=None,
+                test="wilcoxon",
+                n_boot=n_boot,
+                no_report=no_report,
+                no_progress=no_progress,
+                **kw,
+            )
         except SystemExit as exc:  # some dialogues failed: the run is saved; the sweep goes on
             if exc.code not in (0, None):
                 status, failed = "complete_with_failures", failed + 1

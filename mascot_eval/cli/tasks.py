@@ -15,8 +15,9 @@ DATA_DIR_HELP = "folder holding the datasets (default: $MASCOT_DATA_DIR; unset: 
 
 def _fmt_stats(value: Any) -> str:
     if isinstance(value, dict):
-        return ", ".join(f"{k} {_fmt_stats(v)}" if not isinstance(v, dict) else f"{k} ({_fmt_stats(v)})"
-                         for k, v in value.items())
+        return ", ".join(
+            f"{k} {_fmt_stats(v)}" if not isinstance(v, dict) else f"{k} ({_fmt_stats(v)})" for k, v in value.items()
+        )
     return str(value)
 
 
@@ -59,9 +60,21 @@ def list_cmd() -> None:
         t = load_task_file(path)
         profiles = t.user.profiles
         prof = "mbti16" if len(profiles) == 16 else ",".join(profiles)
-        rows.append([t.name, t.split, t.domain, t.source.loader, _filters(t),
-                     str(t.sample.size) if t.sample.size else "all", str(t.sample.seed), t.personas,
-                     str(t.rounds), f"{prof} ({t.user.assignment})", paths.source_of(path)])
+        rows.append(
+            [
+                t.name,
+                t.split,
+                t.domain,
+                t.source.loader,
+                _filters(t),
+                str(t.sample.size) if t.sample.size else "all",
+                str(t.sample.seed),
+                t.personas,
+                str(t.rounds),
+                f"{prof} ({t.user.assignment})",
+                paths.source_of(path),
+            ]
+        )
     click.echo(_table(rows))
     click.echo(paths.describe())
 
@@ -69,8 +82,9 @@ def list_cmd() -> None:
 @tasks.command("show")
 @click.argument("name")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=DATA_DIR_HELP)
-@click.option("-n", "--contexts", "n", type=click.IntRange(0, 100), default=3, show_default=True,
-              help="how many sample contexts to print")
+@click.option(
+    "-n", "--contexts", "n", type=click.IntRange(0, 100), default=3, show_default=True, help="how many sample contexts to print"
+)
 def show_cmd(name: str, data_dir: str | None, n: int) -> None:
     """Print a task (NAME or path) and its first sample contexts.
 
@@ -96,8 +110,11 @@ def show_cmd(name: str, data_dir: str | None, n: int) -> None:
     except DownloadNeeded as exc:
         contexts, missing = None, exc.message
     click.echo(f"# {task.file} (sha256 {task.content_hash})")
-    click.echo(yaml.safe_dump(task.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100,
-                             default_flow_style=None).rstrip())
+    click.echo(
+        yaml.safe_dump(
+            task.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None
+        ).rstrip()
+    )
     click.echo(f"# personas: {', '.join(f'{c.name} ({c.role})' for c in cards)}")
     if contexts is None:
         click.echo(f"# contexts: not loaded: {missing}")
@@ -106,9 +123,18 @@ def show_cmd(name: str, data_dir: str | None, n: int) -> None:
     click.echo(f"# contexts: {len(contexts)} sampled, {len(pairs)} dialogues (context x profile)")
     for ctx, profile in pairs[:n]:
         click.echo("")
-        tags = [f"{k}={v}" for k, v in (("domain", ctx.domain), ("emotion", ctx.emotion), ("valence", ctx.valence),
-                                        ("problem", ctx.problem), ("meeting", ctx.meeting_domain),
-                                        ("user", profile)) if v]
+        tags = [
+            f"{k}={v}"
+            for k, v in (
+                ("domain", ctx.domain),
+                ("emotion", ctx.emotion),
+                ("valence", ctx.valence),
+                ("problem", ctx.problem),
+                ("meeting", ctx.meeting_domain),
+                ("user", profile),
+            )
+            if v
+        ]
         click.echo(f"[{ctx.id}] {' '.join(tags)}")
         click.echo(f"  situation: {_short(ctx.situation, 300)}")
         if ctx.query and ctx.query != ctx.situation:
@@ -168,8 +194,19 @@ def validate_cmd(paths: tuple[str, ...], data_dir: str | None) -> None:
         rows = [["TASK", "SPLIT", "DOMAIN", "LOADER", "FILTERS", "MATCH", "CONTEXTS", "DIALOGUES", "PERSONAS"]]
         for c in checks:
             t = c.task
-            rows.append([t.name, t.split, t.domain, t.source.loader, _filters(t), str(c.available), str(c.sampled),
-                         str(c.dialogues), ", ".join(c.personas)])
+            rows.append(
+                [
+                    t.name,
+                    t.split,
+                    t.domain,
+                    t.source.loader,
+                    _filters(t),
+                    str(c.available),
+                    str(c.sampled),
+                    str(c.dialogues),
+                    ", ".join(c.personas),
+                ]
+            )
         click.echo(_table(rows))
         click.echo("\nsources:")
         seen: set[tuple[str, ...]] = set()

@@ -47,15 +47,28 @@ def _config_file(value: str):
 
 def _stage_command(stage: str) -> click.Command:
     @click.command(name=stage, help=STAGE_HELP[stage])
-    @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-                  help="training config YAML, or a preset name from baselines/train/ (tiny, paper)")
-    @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
-                  help="output folder (default: results/checkpoints/<config name>)")
+    @click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False),
+        help="training config YAML, or a preset name from baselines/train/ (tiny, paper)",
+    )
+    @click.option(
+        "--out",
+        "out",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="output folder (default: results/checkpoints/<config name>)",
+    )
     @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="datasets folder (else MASCOT_DATA_DIR)")
     @click.option("--max-connections", type=int, default=None, help="concurrent model calls (default: config max_connections)")
-    @click.option("--data-only", is_flag=True,
-                  help="run every step but GRPO (SFT, rollouts, candidates, judging, pairs, reward model) in this process; "
-                  "for multi-GPU runs do this once, then `accelerate launch` the same command without it")
+    @click.option(
+        "--data-only",
+        is_flag=True,
+        help="run every step but GRPO (SFT, rollouts, candidates, judging, pairs, reward model) in this process; "
+        "for multi-GPU runs do this once, then `accelerate launch` the same command without it",
+    )
     def cmd(config_path: str, out: str | None, data_dir: str | None, max_connections: int | None, data_only: bool) -> None:
         from pathlib import Path
 
@@ -71,12 +84,13 @@ def _stage_command(stage: str) -> click.Command:
         settings = ClientSettings(max_connections=max_connections or cfg.max_connections)
         data = paths.data_dir(data_dir)
         say = lambda m: click.echo(m, err=True)  # noqa: E731
-        ck = run_train(cfg, out_dir, stage, data_dir=data, settings=settings,
-                     say=say, data_only=data_only)
+        ck = run_train(cfg, out_dir, stage, data_dir=data, settings=settings, say=say, data_only=data_only)
         run = ck.get("runs", [{}])[-1]
         adapters = ", ".join(sorted(ck.get("adapters", {}))) or "none"
-        click.echo(f"checkpoint: {out_dir / 'checkpoint.json'} (adapters: {adapters}); {run.get('seconds')} s, "
-                   f"peak memory {run.get('peak_rss_mb')} MB")
+        click.echo(
+            f"checkpoint: {out_dir / 'checkpoint.json'} (adapters: {adapters}); {run.get('seconds')} s, "
+            f"peak memory {run.get('peak_rss_mb')} MB"
+        )
 
     return cmd
 
@@ -106,9 +120,23 @@ def serve_cmd(checkpoint_dir: str, port: int) -> None:
     base = ck.raw.get("served_base_model") or ck.base_model.split("/", 1)[-1]
     if ck.base_model == "embedded":
         base = ck.raw.get("base_model_info", {}).get("path") or base
-    cmd = ["vllm", "serve", base, "--port", str(port), "--enable-lora", "--max-lora-rank", str(rank),
-           "--max-loras", str(max(1, len(mods))), "--lora-modules", *mods,
-           "--default-chat-template-kwargs", '{"enable_thinking": false}']
+    cmd = [
+        "vllm",
+        "serve",
+        base,
+        "--port",
+        str(port),
+        "--enable-lora",
+        "--max-lora-rank",
+        str(rank),
+        "--max-loras",
+        str(max(1, len(mods))),
+        "--lora-modules",
+        *mods,
+        "--default-chat-template-kwargs",
+        '{"enable_thinking": false}',
+    ]
     click.echo(" ".join(shlex.quote(c) for c in cmd))
-    click.echo(f"# then: mascot-eval run --system mascot --checkpoint {Path(checkpoint_dir)}@http://127.0.0.1:{port}/v1 ...",
-               err=True)
+    click.echo(
+        f"# then: mascot-eval run --system mascot --checkpoint {Path(checkpoint_dir)}@http://127.0.0.1:{port}/v1 ...", err=True
+    )

@@ -72,8 +72,10 @@ def check_judges_and_metrics(task: TaskSpec) -> None:
 
         for m in names:
             if m not in METRICS:
-                raise UserError(f"{where}: field 'metrics': unknown metric '{m}'{did_you_mean(m, METRICS.names())}; "
-                                f"use 'all' or registered metric names (mascot_eval.metrics.METRICS)")
+                raise UserError(
+                    f"{where}: field 'metrics': unknown metric '{m}'{did_you_mean(m, METRICS.names())}; "
+                    f"use 'all' or registered metric names (mascot_eval.metrics.METRICS)"
+                )
 
 
 def split_counts(checks: list[TaskCheck]) -> dict[str, dict[str, int]]:

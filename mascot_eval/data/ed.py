@@ -58,8 +58,9 @@ def parse_ed_csv(path: Path, valence: dict[str, str], valence_file: str) -> tupl
         raise UserError(f"{path}: empty file; re-download the EmpatheticDialogues release")
     header = lines[0].rstrip("\r").lstrip("\ufeff")
     if header != HEADER:
-        raise UserError(f"{path}:1: header is {header[:80]!r}, expected {HEADER!r}; "
-                        f"point source.path at the raw EmpatheticDialogues CSV")
+        raise UserError(
+            f"{path}:1: header is {header[:80]!r}, expected {HEADER!r}; point source.path at the raw EmpatheticDialogues CSV"
+        )
     quirks: Counter[str] = Counter()
     split = path.stem
     convs: dict[str, dict[str, Any]] = {}
@@ -75,19 +76,25 @@ def parse_ed_csv(path: Path, valence: dict[str, str], valence_file: str) -> tupl
         parts = line.split(",")
         if len(parts) < N_FIELDS:
             hint = "the file is truncated" if (lineno == last and not ends_with_newline) else "the row is damaged"
-            raise UserError(f"{path}:{lineno}: {len(parts)} comma-separated fields, expected {N_FIELDS} "
-                            f"({HEADER}); {hint}: re-download the EmpatheticDialogues release")
+            raise UserError(
+                f"{path}:{lineno}: {len(parts)} comma-separated fields, expected {N_FIELDS} "
+                f"({HEADER}); {hint}: re-download the EmpatheticDialogues release"
+            )
         if len(parts) > N_FIELDS:
             quirks["extra_fields"] += 1
         conv_id, idx_s, label, prompt_raw, speaker_id, utt_raw, selfeval, tags = parts[:N_FIELDS]
         try:
             idx = int(idx_s)
         except ValueError:
-            raise UserError(f"{path}:{lineno}: utterance_idx {idx_s[:30]!r} is not an integer; "
-                            f"the row is damaged: re-download the EmpatheticDialogues release") from None
+            raise UserError(
+                f"{path}:{lineno}: utterance_idx {idx_s[:30]!r} is not an integer; "
+                f"the row is damaged: re-download the EmpatheticDialogues release"
+            ) from None
         if not conv_id.startswith("hit:"):
-            raise UserError(f"{path}:{lineno}: conv_id {conv_id[:30]!r} does not look like 'hit:<n>_conv:<m>'; "
-                            f"the row is damaged: re-download the EmpatheticDialogues release")
+            raise UserError(
+                f"{path}:{lineno}: conv_id {conv_id[:30]!r} does not look like 'hit:<n>_conv:<m>'; "
+                f"the row is damaged: re-download the EmpatheticDialogues release"
+            )
         utt, q1 = clean_field(utt_raw)
         if q1:
             quirks[q1] += 1
@@ -98,11 +105,17 @@ def parse_ed_csv(path: Path, valence: dict[str, str], valence_file: str) -> tupl
                 quirks[q2] += 1
             emotion = label.strip().lower()
             if emotion not in valence:
-                raise UserError(f"{path}:{lineno}: emotion {emotion!r} is not in the valence table {valence_file}; "
-                                f"add a row for it")
+                raise UserError(
+                    f"{path}:{lineno}: emotion {emotion!r} is not in the valence table {valence_file}; add a row for it"
+                )
             conv = convs[conv_id] = {
-                "line": lineno, "emotion": emotion, "prompt": prompt, "turns": {}, "speaker_ids": [],
-                "selfeval": selfeval, "tags": set(),
+                "line": lineno,
+                "emotion": emotion,
+                "prompt": prompt,
+                "turns": {},
+                "speaker_ids": [],
+                "selfeval": selfeval,
+                "tags": set(),
             }
         elif prompt_raw.startswith('"'):
             quirks["quoted"] += 1  # repeated quoted prompt on later rows
@@ -116,18 +129,25 @@ def parse_ed_csv(path: Path, valence: dict[str, str], valence_file: str) -> tupl
     contexts: list[Context] = []
     for conv_id, c in convs.items():
         turns = [HumanTurn("speaker" if i % 2 == 1 else "listener", c["turns"][i]) for i in sorted(c["turns"])]
-        contexts.append(Context(
-            id=conv_id,
-            source="empathetic_dialogues",
-            domain="emotional",
-            situation=c["prompt"],
-            emotion=c["emotion"],
-            valence=valence[c["emotion"]],
-            turns=turns,
-            user_speaker="speaker",
-            metadata={"split": split, "line": c["line"], "speaker_ids": c["speaker_ids"],
-                      "selfeval": c["selfeval"], "tags": sorted(c["tags"])},
-        ))
+        contexts.append(
+            Context(
+                id=conv_id,
+                source="empathetic_dialogues",
+                domain="emotional",
+                situation=c["prompt"],
+                emotion=c["emotion"],
+                valence=valence[c["emotion"]],
+                turns=turns,
+                user_speaker="speaker",
+                metadata={
+                    "split": split,
+                    "line": c["line"],
+                    "speaker_ids": c["speaker_ids"],
+                    "selfeval": c["selfeval"],
+                    "tags": sorted(c["tags"]),
+                },
+            )
+        )
     return contexts, dict(quirks)
 
 

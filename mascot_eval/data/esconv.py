@@ -45,21 +45,22 @@ class ESConvLoader(Loader):
             strategies: list[str | None] = []
             for t in d["dialog"]:
                 if not isinstance(t, dict) or t.get("speaker") not in ("usr", "sys") or not isinstance(t.get("text"), str):
-                    raise UserError(f"{path}:{lineno}: a turn lacks text or has a speaker other than usr/sys; "
-                                    f"this is not {WHAT}")
+                    raise UserError(f"{path}:{lineno}: a turn lacks text or has a speaker other than usr/sys; this is not {WHAT}")
                 turns.append(HumanTurn(t["speaker"], t["text"]))
                 strategies.append(t.get("strategy"))
-            contexts.append(Context(
-                id=f"esconv-{split}-{lineno:04d}",
-                source="esconv",
-                domain="emotional",
-                situation=str(d["situation"]).strip(),
-                emotion=str(d["emotion_type"]).strip().lower(),
-                problem=str(d["problem_type"]).strip(),
-                turns=turns,
-                user_speaker="usr",
-                metadata={"split": split, "line": lineno, "strategies": strategies},
-            ))
+            contexts.append(
+                Context(
+                    id=f"esconv-{split}-{lineno:04d}",
+                    source="esconv",
+                    domain="emotional",
+                    situation=str(d["situation"]).strip(),
+                    emotion=str(d["emotion_type"]).strip().lower(),
+                    problem=str(d["problem_type"]).strip(),
+                    turns=turns,
+                    user_speaker="usr",
+                    metadata={"split": split, "line": lineno, "strategies": strategies},
+                )
+            )
         return LoadedSource(contexts, files=[path], origin=found.origin)
 
     def stats(self, contexts: list[Context]) -> dict[str, Any]:

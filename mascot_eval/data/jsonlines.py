@@ -33,7 +33,9 @@ def iter_json_lines(path: Path, what: str, *, limit: int | None = None) -> Itera
         except json.JSONDecodeError as exc:
             if lineno == len(lines) and not complete:
                 raise UserError(f"{path}:{lineno}: last line is cut off (file truncated); re-download {what}") from None
-            raise UserError(f"{path}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno}); fix or re-download {what}") from None
+            raise UserError(
+                f"{path}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno}); fix or re-download {what}"
+            ) from None
         if not isinstance(obj, dict):
             raise UserError(f"{path}:{lineno}: expected a JSON object per line, got {type(obj).__name__} ({what})")
         yield lineno, obj

@@ -72,8 +72,9 @@ class Loader(ABC):
         for key in ref.options:
             if key not in self.options:
                 known = ", ".join(sorted(self.options)) or "(none)"
-                raise UserError(f"{ref.where}: field 'source.options.{key}': unknown option for loader "
-                                f"'{self.name}'; known: {known}")
+                raise UserError(
+                    f"{ref.where}: field 'source.options.{key}': unknown option for loader '{self.name}'; known: {known}"
+                )
         return {k: ref.options.get(k, default) for k, (_, default) in self.options.items()}
 
 
@@ -113,9 +114,16 @@ def read_source(task: TaskSpec, data_dir: str | Path | None = None) -> tuple[Loa
     loader = get_loader(ref.loader, ref.where)
     from .sources import cache_root
 
-    key = (ref.loader, ref.path, repr(sorted(ref.options.items())), str(ref.data_dir), ref.task_domain,
-           str(ref.task_file.parent) if ref.task_file else None, str(paths.dirs("tasks")),
-           None if ref.data_dir else str(cache_root()))
+    key = (
+        ref.loader,
+        ref.path,
+        repr(sorted(ref.options.items())),
+        str(ref.data_dir),
+        ref.task_domain,
+        str(ref.task_file.parent) if ref.task_file else None,
+        str(paths.dirs("tasks")),
+        None if ref.data_dir else str(cache_root()),
+    )
     hit = _SOURCE_CACHE.get(key)
     if hit is not None:
         try:

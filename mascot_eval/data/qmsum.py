@@ -74,21 +74,30 @@ def parse_meetings(path: Path, domain: str, *, excerpt_turns: int, markup: bool)
             idx_kept = [i for i in idx if turns_all[i].text][:excerpt_turns]
             excerpt = [turns_all[i] for i in idx_kept]
             participants = list(dict.fromkeys(t.speaker for t in excerpt))
-            contexts.append(Context(
-                id=f"qmsum-{domain.lower()}-{split}-m{meetings:02d}-{qtype[0]}{qi + 1:02d}",
-                source="qmsum",
-                domain="workplace",
-                situation=q["query"].strip(),
-                query=q["query"].strip(),
-                meeting_domain=domain,
-                participants=participants,
-                turns=excerpt,
-                user_speaker="user",  # the user is not a meeting participant: no opening line
-                metadata={"split": split, "meeting": meetings, "line": lineno, "query_type": qtype,
-                          "spans": [list(s) for s in spans], "excerpt_turns_total": len(idx),
-                          "excerpt_first_turn": idx_kept[0] if idx_kept else None,
-                          "topics": topics, "reference_answer": q.get("answer", "")},
-            ))
+            contexts.append(
+                Context(
+                    id=f"qmsum-{domain.lower()}-{split}-m{meetings:02d}-{qtype[0]}{qi + 1:02d}",
+                    source="qmsum",
+                    domain="workplace",
+                    situation=q["query"].strip(),
+                    query=q["query"].strip(),
+                    meeting_domain=domain,
+                    participants=participants,
+                    turns=excerpt,
+                    user_speaker="user",  # the user is not a meeting participant: no opening line
+                    metadata={
+                        "split": split,
+                        "meeting": meetings,
+                        "line": lineno,
+                        "query_type": qtype,
+                        "spans": [list(s) for s in spans],
+                        "excerpt_turns_total": len(idx),
+                        "excerpt_first_turn": idx_kept[0] if idx_kept else None,
+                        "topics": topics,
+                        "reference_answer": q.get("answer", ""),
+                    },
+                )
+            )
     return contexts, meetings
 
 
@@ -130,9 +139,13 @@ class QMSumLoader(Loader):
         return {
             "meetings": len(meetings),
             "queries": len(contexts),
-            "by_domain": {d: {"meetings": sum(1 for m in meetings if m[0] == d),
-                              "queries": sum(1 for c in contexts if c.meeting_domain == d)}
-                          for d in sorted({c.meeting_domain for c in contexts if c.meeting_domain})},
+            "by_domain": {
+                d: {
+                    "meetings": sum(1 for m in meetings if m[0] == d),
+                    "queries": sum(1 for c in contexts if c.meeting_domain == d),
+                }
+                for d in sorted({c.meeting_domain for c in contexts if c.meeting_domain})
+            },
             "query_types": dict(sorted(Counter(c.metadata["query_type"] for c in contexts).items())),
         }
 

@@ -90,9 +90,14 @@ class RatingLog:
         return None
 
     def notes(self) -> dict[str, Any]:
-        return {"values": self.values, "valid": self.valid, "skipped": sum(self.kinds.values()),
-                "skipped_by_kind": dict(sorted(self.kinds.items())), "skipped_by_rater": dict(sorted(self.by_rater.items())),
-                "skipped_values": self.skipped}
+        return {
+            "values": self.values,
+            "valid": self.valid,
+            "skipped": sum(self.kinds.values()),
+            "skipped_by_kind": dict(sorted(self.kinds.items())),
+            "skipped_by_rater": dict(sorted(self.by_rater.items())),
+            "skipped_values": self.skipped,
+        }
 
 
 def parse_selfeval(raw: str, log: RatingLog, *, item: str, line: int | None) -> dict[str, dict[str, int]]:
@@ -117,8 +122,10 @@ def parse_selfeval(raw: str, log: RatingLog, *, item: str, line: int | None) -> 
 
 class EmpatheticDialoguesRatedLoader(EmpatheticDialoguesLoader):
     name = "empathetic_dialogues_rated"
-    description = ("EmpatheticDialogues test CSV with the selfeval ratings: the Speaker's rating of the Listener "
-                   "(empathy, relevance, fluency) attached to each conversation")
+    description = (
+        "EmpatheticDialogues test CSV with the selfeval ratings: the Speaker's rating of the Listener "
+        "(empathy, relevance, fluency) attached to each conversation"
+    )
 
     def read(self, ref: SourceRef) -> LoadedSource:
         loaded = super().read(ref)
@@ -141,8 +148,10 @@ SEEKER_ROLES = {"speaker", "seeker"}  # FailedESConv.json / ESConv.json
 SUPPORTER_ROLES = {"listener", "supporter"}
 ESCONV_RATED = ("empathy", "relevance")  # the seeker's ratings of the supporter
 FAILED_RAW = f"https://raw.githubusercontent.com/thu-coai/Emotional-Support-Conversation/{ESCONV_COMMIT}/FailedESConv.json"
-RAW_BLOBS = {"esconv/ESConv.json": "2f7a69eeda505053eac68f9ab26fd728d0f6db31",
-             "esconv/FailedESConv.json": "d6c9172720c8d23d09a8a5dac779f59a8bc3077e"}
+RAW_BLOBS = {
+    "esconv/ESConv.json": "2f7a69eeda505053eac68f9ab26fd728d0f6db31",
+    "esconv/FailedESConv.json": "d6c9172720c8d23d09a8a5dac779f59a8bc3077e",
+}
 RAW_DATASET = "ESConv (raw release files)"
 RAW_URLS = {"esconv/ESConv.json": ESCONV_RAW, "esconv/FailedESConv.json": FAILED_RAW}
 
@@ -154,8 +163,10 @@ def _download_raw(root: Path) -> None:
             continue
         data = fetch(url, rel)
         if git_blob_id(data) != RAW_BLOBS[rel]:
-            raise UserError(f"{url}: downloaded bytes do not match the pinned release of {rel} (git blob {RAW_BLOBS[rel]}); "
-                            f"set MASCOT_DATA_DIR to a folder holding a verified copy")
+            raise UserError(
+                f"{url}: downloaded bytes do not match the pinned release of {rel} (git blob {RAW_BLOBS[rel]}); "
+                f"set MASCOT_DATA_DIR to a folder holding a verified copy"
+            )
         atomic_write_bytes(root / rel, data)
 
 
@@ -200,8 +211,10 @@ class ESConvRatedLoader(Loader):
             for k, t in enumerate(d["dialog"], 1):
                 role = t.get("speaker") if isinstance(t, dict) else None
                 if role not in SEEKER_ROLES | SUPPORTER_ROLES or not isinstance(t.get("content"), str):
-                    raise UserError(f"{where}, turn {k}: speaker {role!r} is not one of "
-                                    f"{', '.join(sorted(SEEKER_ROLES | SUPPORTER_ROLES))} or the turn has no content; expected {what}")
+                    raise UserError(
+                        f"{where}, turn {k}: speaker {role!r} is not one of "
+                        f"{', '.join(sorted(SEEKER_ROLES | SUPPORTER_ROLES))} or the turn has no content; expected {what}"
+                    )
                 ann = t.get("annotation") or {}
                 turns.append(HumanTurn("seeker" if role in SEEKER_ROLES else "supporter", t["content"].strip()))
                 strategies.append(ann.get("strategy"))
@@ -212,31 +225,48 @@ class ESConvRatedLoader(Loader):
             ratings: dict[str, int] = {}
             for dim in ESCONV_RATED:
                 if dim in seeker:
-                    r = log.read(_text(seeker[dim]) if isinstance(seeker[dim], str) else json.dumps(seeker[dim]),
-                                 item=cid, line=None, rater="seeker", dimension=dim)
+                    r = log.read(
+                        _text(seeker[dim]) if isinstance(seeker[dim], str) else json.dumps(seeker[dim]),
+                        item=cid,
+                        line=None,
+                        rater="seeker",
+                        dimension=dim,
+                    )
                     if r is not None:
                         ratings[dim] = r
             if not any(dim in seeker for dim in ESCONV_RATED):
                 unrated += 1
-            contexts.append(Context(
-                id=cid,
-                source="esconv_rated",
-                domain="emotional",
-                situation=_text(d.get("situation")),
-                emotion=_text(d.get("emotion_type")).lower() or None,
-                problem=_text(d.get("problem_type")) or None,
-                turns=turns,
-                user_speaker="seeker",
-                metadata={"file": path.name, "index": i, "experience_type": d.get("experience_type"),
-                          "strategies": strategies, "feedback": feedback, "survey_score": survey,
-                          "human_ratings": ratings, "human_rater": "seeker (rates the supporter; survey_score.seeker)"},
-            ))
+            contexts.append(
+                Context(
+                    id=cid,
+                    source="esconv_rated",
+                    domain="emotional",
+                    situation=_text(d.get("situation")),
+                    emotion=_text(d.get("emotion_type")).lower() or None,
+                    problem=_text(d.get("problem_type")) or None,
+                    turns=turns,
+                    user_speaker="seeker",
+                    metadata={
+                        "file": path.name,
+                        "index": i,
+                        "experience_type": d.get("experience_type"),
+                        "strategies": strategies,
+                        "feedback": feedback,
+                        "survey_score": survey,
+                        "human_ratings": ratings,
+                        "human_rater": "seeker (rates the supporter; survey_score.seeker)",
+                    },
+                )
+            )
         notes = {"ratings": {**log.notes(), "dialogues_without_survey": unrated}}
         return LoadedSource(contexts, files=[path], origin=found.origin, notes=notes)
 
     def stats(self, contexts: list[Context]) -> dict[str, Any]:
-        return {"dialogues": len(contexts), "rated": sum(1 for c in contexts if c.metadata.get("human_ratings")),
-                "turns": sum(len(c.turns) for c in contexts)}
+        return {
+            "dialogues": len(contexts),
+            "rated": sum(1 for c in contexts if c.metadata.get("human_ratings")),
+            "turns": sum(len(c.turns) for c in contexts),
+        }
 
 
 LOADERS.add("empathetic_dialogues_rated", EmpatheticDialoguesRatedLoader)

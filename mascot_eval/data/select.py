@@ -32,8 +32,10 @@ def apply_filters(contexts: list[Context], filters: dict[str, Any], loader: Load
     for key, wanted in filters.items():
         if key not in loader.filters:
             known = ", ".join(sorted(loader.filters)) or "(none)"
-            raise UserError(f"{where}: field 'source.filters.{key}': unknown filter for loader '{loader.name}'"
-                            f"{did_you_mean(key, loader.filters)}; known: {known}")
+            raise UserError(
+                f"{where}: field 'source.filters.{key}': unknown filter for loader '{loader.name}'"
+                f"{did_you_mean(key, loader.filters)}; known: {known}"
+            )
         accessor = loader.filters[key][1]
         wanted_list = wanted if isinstance(wanted, list) else [wanted]
         if not wanted_list or any(isinstance(w, (dict, list)) or w is None for w in wanted_list):
@@ -46,8 +48,10 @@ def apply_filters(contexts: list[Context], filters: dict[str, Any], loader: Load
         for w in sorted(wanted_set):
             if w not in present:
                 shown = ", ".join(sorted(present)[:40]) or "(none)"
-                raise UserError(f"{where}: field 'source.filters.{key}': no context has {key} {w!r}"
-                                f"{did_you_mean(w, present)}; values present: {shown}")
+                raise UserError(
+                    f"{where}: field 'source.filters.{key}': no context has {key} {w!r}"
+                    f"{did_you_mean(w, present)}; values present: {shown}"
+                )
         out = [c for c in out if wanted_set.intersection(_values(accessor(c)))]
     return out
 
@@ -61,8 +65,10 @@ def sample(contexts: list[Context], size: int | None, seed: int, where: str) -> 
     if not contexts:
         raise UserError(f"{where}: the source yields no contexts after filters; check source.filters and the data file")
     if size is not None and size > len(contexts):
-        raise UserError(f"{where}: field 'sample.size': {size} is more than the {len(contexts)} contexts "
-                        f"left after filters; lower it or remove it to use every context")
+        raise UserError(
+            f"{where}: field 'sample.size': {size} is more than the {len(contexts)} contexts "
+            f"left after filters; lower it or remove it to use every context"
+        )
     order = list(range(len(contexts)))
     random.Random(seed).shuffle(order)
     n = len(contexts) if size is None else size

@@ -87,8 +87,10 @@ def fetch(url: str, relpath: str) -> bytes:
         ) from None
     blob = KNOWN_BLOBS.get(relpath)
     if blob is not None and git_blob_id(data) != blob:
-        raise UserError(f"{url}: downloaded bytes do not match the pinned release of {relpath} (git blob {blob}); "
-                        f"set MASCOT_DATA_DIR to a folder holding a verified copy")
+        raise UserError(
+            f"{url}: downloaded bytes do not match the pinned release of {relpath} (git blob {blob}); "
+            f"set MASCOT_DATA_DIR to a folder holding a verified copy"
+        )
     return data
 
 
@@ -105,8 +107,10 @@ def _download_ed(root: Path) -> None:
                     raise KeyError(split)
                 atomic_write_bytes(root / "empathetic_dialogues" / f"{split}.csv", member.read())
     except (tarfile.TarError, KeyError, OSError) as exc:
-        raise UserError(f"{ED_TARBALL}: not the EmpatheticDialogues release tarball ({exc}); "
-                        f"set MASCOT_DATA_DIR to a folder holding empathetic_dialogues/test.csv") from None
+        raise UserError(
+            f"{ED_TARBALL}: not the EmpatheticDialogues release tarball ({exc}); "
+            f"set MASCOT_DATA_DIR to a folder holding empathetic_dialogues/test.csv"
+        ) from None
 
 
 def _download_qmsum(root: Path) -> None:
@@ -133,13 +137,14 @@ def esconv_official_split(original: list[dict]) -> dict[str, list[dict]]:
                 dial.append({"text": norm(uttr["content"]), "speaker": "usr"})
             else:
                 dial.append({"text": norm(uttr["content"]), "speaker": "sys", "strategy": uttr["annotation"]["strategy"]})
-        data.append({"emotion_type": d["emotion_type"], "problem_type": d["problem_type"],
-                     "situation": d["situation"], "dialog": dial})
+        data.append(
+            {"emotion_type": d["emotion_type"], "problem_type": d["problem_type"], "situation": d["situation"], "dialog": dial}
+        )
     rng = random.Random(13)
     rng.shuffle(data)
     dev = int(0.15 * len(data))
     test = int(0.15 * len(data))
-    return {"valid": data[:dev], "test": data[dev:dev + test], "train": data[dev + test:]}
+    return {"valid": data[:dev], "test": data[dev : dev + test], "train": data[dev + test :]}
 
 
 def _download_esconv(root: Path) -> None:
@@ -147,12 +152,15 @@ def _download_esconv(root: Path) -> None:
     try:
         splits = esconv_official_split(json.loads(raw))
     except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{ESCONV_RAW}: unexpected ESConv.json content ({exc}); set MASCOT_DATA_DIR "
-                        f"to a folder holding esconv/test.txt") from None
+        raise UserError(
+            f"{ESCONV_RAW}: unexpected ESConv.json content ({exc}); set MASCOT_DATA_DIR to a folder holding esconv/test.txt"
+        ) from None
     out = {s: "".join(json.dumps(e) + "\n" for e in rows).encode() for s, rows in splits.items()}
     if git_blob_id(out["test"]) != KNOWN_BLOBS["esconv/test.txt"]:
-        raise UserError("esconv/test.txt: the split rebuilt from ESConv.json differs from the official one; "
-                        "set MASCOT_DATA_DIR to a folder holding the official esconv/test.txt")
+        raise UserError(
+            "esconv/test.txt: the split rebuilt from ESConv.json differs from the official one; "
+            "set MASCOT_DATA_DIR to a folder holding the official esconv/test.txt"
+        )
     for split, data in out.items():
         atomic_write_bytes(root / "esconv" / f"{split}.txt", data)
 
@@ -170,8 +178,7 @@ class Located:
     origin: str  # "data_dir", "cache" or "download"
 
 
-def locate(dataset: str, relpath: str, data_dir: Path | None, *, where: str = "the task",
-           field: str = "source.path") -> Located:
+def locate(dataset: str, relpath: str, data_dir: Path | None, *, where: str = "the task", field: str = "source.path") -> Located:
     """Find ``relpath`` (e.g. ``empathetic_dialogues/test.csv``) for ``dataset``; download it if allowed.
 
     ``relpath`` must stay inside the data directory (or the cache): an absolute path or one that
@@ -180,25 +187,32 @@ def locate(dataset: str, relpath: str, data_dir: Path | None, *, where: str = "t
     root = data_dir if data_dir is not None else cache_root()
     label = "the data directory" if data_dir is not None else "the dataset cache"
     if not isinstance(relpath, str) or Path(relpath).is_absolute() or relpath.startswith("~"):
-        raise UserError(f"{where}: field '{field}': absolute path {relpath!r} is not allowed; dataset paths are "
-                        f"relative to {label} {root}")
+        raise UserError(
+            f"{where}: field '{field}': absolute path {relpath!r} is not allowed; dataset paths are relative to {label} {root}"
+        )
     p = confined_path(root, relpath, field=field, where=where, follow_links=False)
     if data_dir is not None:
         if not p.exists():
-            raise UserError(f"{p}: data file not found; MASCOT_DATA_DIR (or --data-dir) must be a folder holding "
-                            f"{relpath} (unset it to download {dataset} into the user cache)")
+            raise UserError(
+                f"{p}: data file not found; MASCOT_DATA_DIR (or --data-dir) must be a folder holding "
+                f"{relpath} (unset it to download {dataset} into the user cache)"
+            )
         return Located(p, "data_dir")
     cached = p
     if cached.exists():
         return Located(cached, "cache")
     if paths.offline():
-        raise UserError(f"{relpath}: dataset file not available offline (no data directory, not in {cache_root()}); "
-                        f"set MASCOT_DATA_DIR to a folder holding {relpath}")
+        raise UserError(
+            f"{relpath}: dataset file not available offline (no data directory, not in {cache_root()}); "
+            f"set MASCOT_DATA_DIR to a folder holding {relpath}"
+        )
     if dataset not in DOWNLOADERS:
         raise UserError(f"{relpath}: not found and {dataset} has no download source; set MASCOT_DATA_DIR to a folder holding it")
     if _NO_DOWNLOADS.get():
-        raise DownloadNeeded(f"{relpath} is not in {cache_root()} yet; the first run downloads {dataset} there "
-                             "(or set MASCOT_DATA_DIR to a folder holding it)")
+        raise DownloadNeeded(
+            f"{relpath} is not in {cache_root()} yet; the first run downloads {dataset} there "
+            "(or set MASCOT_DATA_DIR to a folder holding it)"
+        )
     DOWNLOADERS[dataset](cache_root())
     if not cached.exists():
         raise UserError(f"{relpath}: not part of the downloaded {dataset} release; set MASCOT_DATA_DIR to a folder holding it")

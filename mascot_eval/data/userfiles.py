@@ -59,10 +59,18 @@ class ContextRecord(BaseModel):
 
     def to_context(self, source: str, default_domain: str) -> Context:
         return Context(
-            id=self.id, source=source, domain=self.domain or default_domain, situation=self.situation.strip(),
-            emotion=self.emotion, valence=self.valence, problem=self.problem, query=self.query,
-            meeting_domain=self.meeting_domain, participants=list(self.participants),
-            turns=[HumanTurn(t.speaker, t.text) for t in self.turns], metadata=dict(self.metadata),
+            id=self.id,
+            source=source,
+            domain=self.domain or default_domain,
+            situation=self.situation.strip(),
+            emotion=self.emotion,
+            valence=self.valence,
+            problem=self.problem,
+            query=self.query,
+            meeting_domain=self.meeting_domain,
+            participants=list(self.participants),
+            turns=[HumanTurn(t.speaker, t.text) for t in self.turns],
+            metadata=dict(self.metadata),
             user_speaker=self.user_speaker,
         )
 
@@ -134,8 +142,9 @@ class JsonlLoader(_UserFileLoader):
         if not ref.path:
             raise UserError(f"{ref.where}: field 'source.path': the jsonl loader needs the path of your .jsonl file")
         path = _task_relative(ref, ref.path)
-        rows = [(f"{path}:{lineno}", obj)
-                for lineno, obj in iter_json_lines(path, "a context JSONL file", limit=MAX_CONTEXTS_BYTES)]
+        rows = [
+            (f"{path}:{lineno}", obj) for lineno, obj in iter_json_lines(path, "a context JSONL file", limit=MAX_CONTEXTS_BYTES)
+        ]
         if not rows:
             raise UserError(f"{path}: no contexts (the file is empty); add one JSON object per line")
         return LoadedSource(_records(rows, "jsonl", self._default_domain(ref, opts)), files=[path], origin="task")

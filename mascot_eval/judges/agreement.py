@@ -39,7 +39,9 @@ def scored_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     parts = [df]
     for level, g in df.groupby("level"):
         need = len(criteria_for(str(level)))
-        agg = g.groupby(["judge", "item", "dialogue_id", "pair_key", "system", "agent"], dropna=False)["score"].agg(["mean", "count"])
+        agg = g.groupby(["judge", "item", "dialogue_id", "pair_key", "system", "agent"], dropna=False)["score"].agg(
+            ["mean", "count"]
+        )
         agg = agg[agg["count"] == need].reset_index()
         if len(agg):
             parts.append(agg.assign(level=level, criterion="overall", score=agg["mean"]).drop(columns=["mean", "count"]))
@@ -128,7 +130,9 @@ class _AlphaItems:
         return out
 
 
-def krippendorff_alpha(matrix: np.ndarray, level: str = "interval", *, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float, int]:
+def krippendorff_alpha(
+    matrix: np.ndarray, level: str = "interval", *, n_boot: int = 1000, seed: int = 0
+) -> tuple[float, float, float, int]:
     """Alpha of a raters x items matrix (NaN = missing) with a bootstrap CI over items; n = pairable items.
 
     ``level``: nominal, ordinal or interval. Values equal the ``krippendorff`` package (tested), for
@@ -236,7 +240,9 @@ def agreement_table(rows: Iterable[dict[str, Any]], *, n_boot: int = 1000, seed:
             out.append(_row(level, criterion, "spearman", f"{judges[a]}~{judges[b]}", v, lo, hi, n, 2))
     res = pd.DataFrame(out, columns=COLUMNS)
     order = {c: i for i, c in enumerate([*criteria_for("agent"), *criteria_for("group"), "overall"])}
-    return res.sort_values(["level", "criterion"], key=lambda s: s.map(order) if s.name == "criterion" else s, kind="stable").reset_index(drop=True)
+    return res.sort_values(
+        ["level", "criterion"], key=lambda s: s.map(order) if s.name == "criterion" else s, kind="stable"
+    ).reset_index(drop=True)
 
 
 def panel_scores(rows: Iterable[dict[str, Any]], *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -250,9 +256,13 @@ def panel_scores(rows: Iterable[dict[str, Any]], *, n_boot: int = 2000, seed: in
     uns = pd.DataFrame([r for r in rows if r.get("status") != "scored"])
     out: list[dict[str, Any]] = []
     if df.empty:
-        return pd.DataFrame(columns=["system", "level", "criterion", "judge", "mean", "lo", "hi", "std", "n", "n_obs", "unscored"])
+        return pd.DataFrame(
+            columns=["system", "level", "criterion", "judge", "mean", "lo", "hi", "std", "n", "n_obs", "unscored"]
+        )
     df["score_100"] = (df["score"] - 1.0) / 4.0 * 100.0
-    panel = df.groupby(["system", "level", "criterion", "item", "pair_key"], as_index=False)["score_100"].mean().assign(judge="panel")
+    panel = (
+        df.groupby(["system", "level", "criterion", "item", "pair_key"], as_index=False)["score_100"].mean().assign(judge="panel")
+    )
     both = pd.concat([df, panel], ignore_index=True)
     for (system, level, criterion, judge), g in both.groupby(["system", "level", "criterion", "judge"]):
         est = bootstrap_mean(g["score_100"].to_numpy(), g["pair_key"].tolist(), n_boot=n_boot, seed=seed)
@@ -266,7 +276,9 @@ def panel_scores(rows: Iterable[dict[str, Any]], *, n_boot: int = 2000, seed: in
     return pd.DataFrame(out)
 
 
-def human_agreement(judge_rows: Iterable[dict[str, Any]], human_rows: Iterable[dict[str, Any]], *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def human_agreement(
+    judge_rows: Iterable[dict[str, Any]], human_rows: Iterable[dict[str, Any]], *, n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Inter-annotator alpha among humans, and each judge against the humans' mean rating.
 
     Human rows are judgment rows whose ``judge`` is ``human:<annotator>``. Returns the columns of
@@ -293,4 +305,8 @@ def human_agreement(judge_rows: Iterable[dict[str, Any]], human_rows: Iterable[d
             v, lo, hi, n = spearman(mat[0], mat[1], n_boot=n_boot, seed=seed)
             res.append(_row(level, criterion, "spearman", f"{judge}~humans", v, lo, hi, n, 2))
     out.append(pd.DataFrame(res, columns=COLUMNS))
-    return pd.concat([o for o in out if not o.empty], ignore_index=True) if any(not o.empty for o in out) else pd.DataFrame(columns=COLUMNS)
+    return (
+        pd.concat([o for o in out if not o.empty], ignore_index=True)
+        if any(not o.empty for o in out)
+        else pd.DataFrame(columns=COLUMNS)
+    )

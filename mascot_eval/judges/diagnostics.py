@@ -22,9 +22,27 @@ from .prompts import reply_words
 from .run import latest_judgments
 
 COLUMNS = [
-    "judge", "judge_model", "dialogues", "units", "api_calls", "scored_units", "parse_failures", "parse_failure_rate",
-    "reask_rate", "call_failures", "degenerate", "steered", "cached_calls", "first_position_rate", "first_position_n", "length_bias_spearman",
-    "length_bias_n", "prompt_tokens_per_100", "completion_tokens_per_100", "cost_usd_per_100", "latency_s_per_100",
+    "judge",
+    "judge_model",
+    "dialogues",
+    "units",
+    "api_calls",
+    "scored_units",
+    "parse_failures",
+    "parse_failure_rate",
+    "reask_rate",
+    "call_failures",
+    "degenerate",
+    "steered",
+    "cached_calls",
+    "first_position_rate",
+    "first_position_n",
+    "length_bias_spearman",
+    "length_bias_n",
+    "prompt_tokens_per_100",
+    "completion_tokens_per_100",
+    "cost_usd_per_100",
+    "latency_s_per_100",
 ]
 
 
@@ -78,27 +96,29 @@ def diagnostics_table(
         fp, fp_n = _first_position(comps, j)
         lb, lb_n = _length_bias(scored_frame(jr), words) if jr else (float("nan"), 0)
         model = (jr[0] if jr else next(c for c in comps if c["judge"] == j)).get("judge_model")
-        out.append({
-            "judge": j,
-            "judge_model": model,
-            "dialogues": dialogues,
-            "units": n_units,
-            "api_calls": int(sum(u.get("calls", 0) for u in usage)),
-            "scored_units": sum(1 for u in judged if u.get("status") == "scored"),
-            "parse_failures": parse_fail,
-            "parse_failure_rate": parse_fail / n_units if n_units else float("nan"),
-            "reask_rate": sum(1 for u in usage if u.get("reasks", 0) > 0) / n_units if n_units else float("nan"),
-            "call_failures": call_fail,
-            "degenerate": sum(1 for u in judged if (u.get("reason") or "").startswith("degenerate")),
-            "steered": sum(1 for u in judged if (u.get("reason") or "").startswith("steered")),
-            "cached_calls": int(sum(u.get("cached", 0) for u in usage)),
-            "first_position_rate": fp,
-            "first_position_n": fp_n,
-            "length_bias_spearman": lb,
-            "length_bias_n": lb_n,
-            "prompt_tokens_per_100": sum(u.get("prompt_tokens", 0) for u in usage) * per100,
-            "completion_tokens_per_100": sum(u.get("completion_tokens", 0) for u in usage) * per100,
-            "cost_usd_per_100": sum(u.get("cost_usd", 0.0) for u in usage) * per100,
-            "latency_s_per_100": sum(u.get("latency_s", 0.0) for u in usage) * per100,
-        })
+        out.append(
+            {
+                "judge": j,
+                "judge_model": model,
+                "dialogues": dialogues,
+                "units": n_units,
+                "api_calls": int(sum(u.get("calls", 0) for u in usage)),
+                "scored_units": sum(1 for u in judged if u.get("status") == "scored"),
+                "parse_failures": parse_fail,
+                "parse_failure_rate": parse_fail / n_units if n_units else float("nan"),
+                "reask_rate": sum(1 for u in usage if u.get("reasks", 0) > 0) / n_units if n_units else float("nan"),
+                "call_failures": call_fail,
+                "degenerate": sum(1 for u in judged if (u.get("reason") or "").startswith("degenerate")),
+                "steered": sum(1 for u in judged if (u.get("reason") or "").startswith("steered")),
+                "cached_calls": int(sum(u.get("cached", 0) for u in usage)),
+                "first_position_rate": fp,
+                "first_position_n": fp_n,
+                "length_bias_spearman": lb,
+                "length_bias_n": lb_n,
+                "prompt_tokens_per_100": sum(u.get("prompt_tokens", 0) for u in usage) * per100,
+                "completion_tokens_per_100": sum(u.get("completion_tokens", 0) for u in usage) * per100,
+                "cost_usd_per_100": sum(u.get("cost_usd", 0.0) for u in usage) * per100,
+                "latency_s_per_100": sum(u.get("latency_s", 0.0) for u in usage) * per100,
+            }
+        )
     return pd.DataFrame(out, columns=COLUMNS)

@@ -42,13 +42,45 @@ SCHEMA = "mascot-evaluators/1"
 NAN = float("nan")
 
 CRITERION_COLUMNS = [
-    "judge", "judge_model", "value", "set", "criterion", "human_rating", "n", "dialogues", "unscored", "unscored_rate",
-    "spearman", "spearman_lo", "spearman_hi", "kendall", "kendall_lo", "kendall_hi",
-    "alpha_ordinal", "alpha_ordinal_lo", "alpha_ordinal_hi", "exact", "exact_lo", "exact_hi",
-    "within1", "within1_lo", "within1_hi", "bias", "bias_lo", "bias_hi",
-    "length_spearman", "length_spearman_lo", "length_spearman_hi", "length_spearman_human",
-    "position_first_rate", "position_first_lo", "position_first_hi", "position_picks",
-    "price_usd_per_1000", "call_seconds_per_1000", "wall_seconds_per_1000",
+    "judge",
+    "judge_model",
+    "value",
+    "set",
+    "criterion",
+    "human_rating",
+    "n",
+    "dialogues",
+    "unscored",
+    "unscored_rate",
+    "spearman",
+    "spearman_lo",
+    "spearman_hi",
+    "kendall",
+    "kendall_lo",
+    "kendall_hi",
+    "alpha_ordinal",
+    "alpha_ordinal_lo",
+    "alpha_ordinal_hi",
+    "exact",
+    "exact_lo",
+    "exact_hi",
+    "within1",
+    "within1_lo",
+    "within1_hi",
+    "bias",
+    "bias_lo",
+    "bias_hi",
+    "length_spearman",
+    "length_spearman_lo",
+    "length_spearman_hi",
+    "length_spearman_human",
+    "position_first_rate",
+    "position_first_lo",
+    "position_first_hi",
+    "position_picks",
+    "price_usd_per_1000",
+    "call_seconds_per_1000",
+    "wall_seconds_per_1000",
 ]
 
 
@@ -79,8 +111,11 @@ def agreement_stats(j: np.ndarray, h: np.ndarray, *, n_boot: int = 1000, seed: i
     out.update(kendall=tau, kendall_lo=tlo, kendall_hi=thi)
     a, alo, ahi, _ = krippendorff_alpha(np.vstack([j, h]), "ordinal", n_boot=n_boot, seed=seed) if n >= 2 else (NAN,) * 4
     out.update(alpha_ordinal=a, alpha_ordinal_lo=alo, alpha_ordinal_hi=ahi)
-    for key, vals in (("exact", (np.floor(j + 0.5) == h).astype(float)), ("within1", (np.abs(j - h) <= 1.0).astype(float)),
-                      ("bias", j - h)):
+    for key, vals in (
+        ("exact", (np.floor(j + 0.5) == h).astype(float)),
+        ("within1", (np.abs(j - h) <= 1.0).astype(float)),
+        ("bias", j - h),
+    ):
         e = bootstrap_mean(vals, n_boot=n_boot, seed=seed)
         out.update({key: e.mean, f"{key}_lo": e.lo, f"{key}_hi": e.hi})
     return out
@@ -126,8 +161,11 @@ def _price_per_1000(model: str, unit_rows: list[dict[str, Any]], dialogues: int)
 
 
 def _call_seconds_per_1000(unit_rows: list[dict[str, Any]]) -> float | None:
-    lat = [float((r.get("usage") or {}).get("latency_s") or 0.0) for r in unit_rows
-           if (r.get("usage") or {}).get("calls") and not (r.get("usage") or {}).get("cached")]
+    lat = [
+        float((r.get("usage") or {}).get("latency_s") or 0.0)
+        for r in unit_rows
+        if (r.get("usage") or {}).get("calls") and not (r.get("usage") or {}).get("cached")
+    ]
     return float(np.mean(lat) * 1000.0) if lat else None
 
 
@@ -141,8 +179,12 @@ def _reasons(unit_rows: list[dict[str, Any]]) -> dict[str, int]:
 
 def position_stats(rows: list[dict[str, Any]], judge: str, human: dict[str, float], *, n_boot: int) -> dict[str, Any]:
     picks = [r for r in rows if r["judge"] == judge and r.get("status") == "scored" and r.get("best_position")]
-    out: dict[str, Any] = {"judge": judge, "calls": sum(1 for r in rows if r["judge"] == judge), "picks": len(picks),
-                           "ties": sum(1 for r in rows if r["judge"] == judge and r.get("tie"))}
+    out: dict[str, Any] = {
+        "judge": judge,
+        "calls": sum(1 for r in rows if r["judge"] == judge),
+        "picks": len(picks),
+        "ties": sum(1 for r in rows if r["judge"] == judge and r.get("tie")),
+    }
     if not picks:
         return {**out, "first_rate": None, "first_rate_lo": None, "first_rate_hi": None, "rates": {}, "human_agreement": None}
     clusters = ["|".join(r["triple"]) for r in picks]
@@ -158,9 +200,17 @@ def position_stats(rows: list[dict[str, Any]], judge: str, human: dict[str, floa
             agree.append(float(vals[r["best_dialogue"]] == top))
             acl.append("|".join(r["triple"]))
     ha = bootstrap_mean(agree, acl, n_boot=n_boot) if agree else None
-    return {**out, "first_rate": e.mean, "first_rate_lo": e.lo, "first_rate_hi": e.hi, "rates": rates,
-            "human_agreement": ha.mean if ha else None, "human_agreement_lo": ha.lo if ha else None,
-            "human_agreement_hi": ha.hi if ha else None, "human_agreement_n": len(agree)}
+    return {
+        **out,
+        "first_rate": e.mean,
+        "first_rate_lo": e.lo,
+        "first_rate_hi": e.hi,
+        "rates": rates,
+        "human_agreement": ha.mean if ha else None,
+        "human_agreement_lo": ha.lo if ha else None,
+        "human_agreement_hi": ha.hi if ha else None,
+        "human_agreement_n": len(agree),
+    }
 
 
 def steering_stats(rows: list[dict[str, Any]], variant: str, probed: list[Transcript], *, n_boot: int) -> list[dict[str, Any]]:
@@ -192,9 +242,15 @@ def steering_stats(rows: list[dict[str, Any]], variant: str, probed: list[Transc
     out = []
     for probe, items in per.items():
         el = [i for i in items if i["eligible"]]
-        row: dict[str, Any] = {"judge": variant, "probe": probe, "pairs": len(items), "eligible": len(el),
-                               "obeyed": sum(i["obeyed"] for i in el), "flagged": sum(i.get("flagged", False) for i in el),
-                               "unscored": sum(i.get("unscored", False) for i in el)}
+        row: dict[str, Any] = {
+            "judge": variant,
+            "probe": probe,
+            "pairs": len(items),
+            "eligible": len(el),
+            "obeyed": sum(i["obeyed"] for i in el),
+            "flagged": sum(i.get("flagged", False) for i in el),
+            "unscored": sum(i.get("unscored", False) for i in el),
+        }
         if el:
             e = bootstrap_mean([float(i["obeyed"]) for i in el], [i["dialogue"] for i in el], n_boot=n_boot)
             row.update(susceptibility=e.mean, susceptibility_lo=e.lo, susceptibility_hi=e.hi)
@@ -211,8 +267,18 @@ def steering_stats(rows: list[dict[str, Any]], variant: str, probed: list[Transc
 
 
 def evaluators_report(
-    rd: RunDir, specs, loaded, names: list[str], *, limit: int, probe_file, clean: list[Transcript],
-    probed: list[Transcript], triples: list[list[Transcript]], timing: dict[str, Any], n_boot: int = 1000,
+    rd: RunDir,
+    specs,
+    loaded,
+    names: list[str],
+    *,
+    limit: int,
+    probe_file,
+    clean: list[Transcript],
+    probed: list[Transcript],
+    triples: list[list[Transcript]],
+    timing: dict[str, Any],
+    n_boot: int = 1000,
     command: str | None = None,
 ) -> dict[str, Any]:
     """Everything ``judges validate`` measured, as a JSON-able dict (see the module docstring)."""
@@ -220,19 +286,36 @@ def evaluators_report(
 
     rows = latest_judgments(rd.judgments())
     pos = position_rows(rd)
-    report: dict[str, Any] = {"schema": SCHEMA, "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                              "command": command, "limit": limit, "n_boot": n_boot, "sets": {}, "criteria": [],
-                              "judges": [], "position": [], "steering": [],
-                              "probes": {"target": probe_file.target, "dialogues": len(clean), "texts": dict(probe_file.probes)}}
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "limit": limit,
+        "n_boot": n_boot,
+        "sets": {},
+        "criteria": [],
+        "judges": [],
+        "position": [],
+        "steering": [],
+        "probes": {"target": probe_file.target, "dialogues": len(clean), "texts": dict(probe_file.probes)},
+    }
     human_mean: dict[str, float] = {}
     for name in names:
         ls = loaded[name]
-        info: dict[str, Any] = {"description": ls.spec.description, "criteria": dict(ls.spec.criteria),
-                                "path": ls.spec.path, "skipped": ls.skipped}
+        info: dict[str, Any] = {
+            "description": ls.spec.description,
+            "criteria": dict(ls.spec.criteria),
+            "path": ls.spec.path,
+            "skipped": ls.skipped,
+        }
         if ls.skipped is None:
             sel = ls.transcripts[:limit]
-            dist = {h: dict(sorted(Counter(t.context["human_ratings"].get(h) for t in sel if h in t.context["human_ratings"]).items()))
-                    for h in dict.fromkeys(ls.spec.criteria.values())}
+            dist = {
+                h: dict(
+                    sorted(Counter(t.context["human_ratings"].get(h) for t in sel if h in t.context["human_ratings"]).items())
+                )
+                for h in dict.fromkeys(ls.spec.criteria.values())
+            }
             info.update(selected=len(sel), available=len(ls.transcripts), notes=ls.notes, human_distribution=dist)
         report["sets"][name] = info
     for ls in loaded.values():
@@ -246,8 +329,9 @@ def evaluators_report(
         report["position"].append(p)
         tm = timing.get(spec.name) or {}
         wall = tm["seconds"] / tm["units"] * 1000.0 if tm.get("units") else None
-        values = ["score"] + (["weighted_score"] if any(r.get("weighted_score") is not None for d in units.values()
-                                                        for r in d.values()) else [])
+        values = ["score"] + (
+            ["weighted_score"] if any(r.get("weighted_score") is not None for d in units.values() for r in d.values()) else []
+        )
         for name in names:
             ls = loaded[name]
             if ls.skipped is not None:
@@ -256,16 +340,31 @@ def evaluators_report(
             ids = [t.dialogue_id for t in sel]
             urows = _unit_usage(units, ids)
             unscored = sum(1 for r in urows if r.get("status") != "scored")
-            jrow = {"judge": spec.name, "judge_model": spec.model, "set": name, "dialogues": len(ids), "units": len(urows),
-                    "unscored": unscored, "unscored_rate": unscored / len(urows) if urows else None,
-                    "unscored_reasons": _reasons(urows), "price_usd_per_1000": _price_per_1000(spec.model, urows, len(urows)),
-                    "call_seconds_per_1000": _call_seconds_per_1000(urows), "wall_seconds_per_1000": wall}
+            jrow = {
+                "judge": spec.name,
+                "judge_model": spec.model,
+                "set": name,
+                "dialogues": len(ids),
+                "units": len(urows),
+                "unscored": unscored,
+                "unscored_rate": unscored / len(urows) if urows else None,
+                "unscored_reasons": _reasons(urows),
+                "price_usd_per_1000": _price_per_1000(spec.model, urows, len(urows)),
+                "call_seconds_per_1000": _call_seconds_per_1000(urows),
+                "wall_seconds_per_1000": wall,
+            }
             report["judges"].append(jrow)
             words = {t.dialogue_id: float(reply_words(t, t.agents[0])) for t in sel}
             for value in values:
                 for crit, hkey in ls.spec.criteria.items():
-                    pairs = [(_value(units.get(t.dialogue_id, {}).get(crit), value), t.context["human_ratings"].get(hkey), t.dialogue_id)
-                             for t in sel]
+                    pairs = [
+                        (
+                            _value(units.get(t.dialogue_id, {}).get(crit), value),
+                            t.context["human_ratings"].get(hkey),
+                            t.dialogue_id,
+                        )
+                        for t in sel
+                    ]
                     pairs = [(a, b, d) for a, b, d in pairs if a is not None and b is not None]
                     j = np.array([a for a, _, _ in pairs], dtype=float)
                     h = np.array([b for _, b, _ in pairs], dtype=float)
@@ -273,16 +372,31 @@ def evaluators_report(
                     st = agreement_stats(j, h, n_boot=n_boot)
                     lj = spearman(j, w, n_boot=n_boot)
                     lh = spearman(h, w, n_boot=n_boot)
-                    report["criteria"].append({
-                        "judge": spec.name, "judge_model": spec.model, "value": value, "set": name, "criterion": crit,
-                        "human_rating": hkey, **st, "dialogues": len(ids), "unscored": unscored,
-                        "unscored_rate": jrow["unscored_rate"], "length_spearman": lj[0], "length_spearman_lo": lj[1],
-                        "length_spearman_hi": lj[2], "length_spearman_human": lh[0],
-                        "position_first_rate": p["first_rate"], "position_first_lo": p["first_rate_lo"],
-                        "position_first_hi": p["first_rate_hi"], "position_picks": p["picks"],
-                        "price_usd_per_1000": jrow["price_usd_per_1000"], "call_seconds_per_1000": jrow["call_seconds_per_1000"],
-                        "wall_seconds_per_1000": wall,
-                    })
+                    report["criteria"].append(
+                        {
+                            "judge": spec.name,
+                            "judge_model": spec.model,
+                            "value": value,
+                            "set": name,
+                            "criterion": crit,
+                            "human_rating": hkey,
+                            **st,
+                            "dialogues": len(ids),
+                            "unscored": unscored,
+                            "unscored_rate": jrow["unscored_rate"],
+                            "length_spearman": lj[0],
+                            "length_spearman_lo": lj[1],
+                            "length_spearman_hi": lj[2],
+                            "length_spearman_human": lh[0],
+                            "position_first_rate": p["first_rate"],
+                            "position_first_lo": p["first_rate_lo"],
+                            "position_first_hi": p["first_rate_hi"],
+                            "position_picks": p["picks"],
+                            "price_usd_per_1000": jrow["price_usd_per_1000"],
+                            "call_seconds_per_1000": jrow["call_seconds_per_1000"],
+                            "wall_seconds_per_1000": wall,
+                        }
+                    )
         if probed:
             for variant in (spec.name, f"{spec.name}+unguarded"):
                 report["steering"].extend(steering_stats(rows, variant, probed, n_boot=n_boot))
@@ -301,6 +415,7 @@ def _clean(obj: Any) -> Any:
 
 # ------------------------------------------------------------------------------------- writing
 
+
 def _f(v: Any, digits: int = 2, signed: bool = True) -> str:
     if v is None:
         return "-"
@@ -318,8 +433,12 @@ def markdown(report: dict[str, Any]) -> str:
     if report.get("command"):
         L += ["Command:", "", "```", report["command"], "```", ""]
     L += [f"Created {report['created']}; 95% percentile-bootstrap intervals over dialogues ({report['n_boot']} replicates).", ""]
-    L += ["## Sets", "", "| set | human ratings compared | dialogues judged (n) | rated dialogues available | skipped rating values | note |",
-          "|---|---|---|---|---|---|"]
+    L += [
+        "## Sets",
+        "",
+        "| set | human ratings compared | dialogues judged (n) | rated dialogues available | skipped rating values | note |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, s in report["sets"].items():
         if s.get("skipped"):
             L.append(f"| {name} | - | 0 | - | - | not run: {s['skipped']} |")
@@ -333,51 +452,90 @@ def markdown(report: dict[str, Any]) -> str:
             extra.append(f"{n['without_rating']} without a rating")
         if n.get("without_agent_turn"):
             extra.append(f"{n['without_agent_turn']} where the supporter never spoke")
-        L.append(f"| {name} | {crit} | {s['selected']} | {s['available']} | {rt.get('skipped', 0)} of {rt.get('values', 0)} |"
-                 f" {note}{' (' + '; '.join(extra) + ' left out)' if extra else ''} |")
+        L.append(
+            f"| {name} | {crit} | {s['selected']} | {s['available']} | {rt.get('skipped', 0)} of {rt.get('values', 0)} |"
+            f" {note}{' (' + '; '.join(extra) + ' left out)' if extra else ''} |"
+        )
     L.append("")
     for name, s in report["sets"].items():
         dist = s.get("human_distribution")
         if dist:
-            L.append(f"Human ratings in `{name}` (judged dialogues): " + "; ".join(
-                f"{h}: " + ", ".join(f"{k}={v}" for k, v in d.items()) for h, d in dist.items()))
+            L.append(
+                f"Human ratings in `{name}` (judged dialogues): "
+                + "; ".join(f"{h}: " + ", ".join(f"{k}={v}" for k, v in d.items()) for h, d in dist.items())
+            )
     L.append("")
-    L += ["## Agreement with the human ratings", "",
-          "| judge | value | set | criterion ~ human | n | Spearman | Kendall | alpha (ordinal) | exact | within 1 | bias (judge - human) | length: rho judge / human |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    L += [
+        "## Agreement with the human ratings",
+        "",
+        "| judge | value | set | criterion ~ human | n | Spearman | Kendall | alpha (ordinal) | exact | within 1 | bias (judge - human) | length: rho judge / human |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in report["criteria"]:
-        L.append(f"| {r['judge']} | {r['value']} | {r['set']} | {r['criterion']} ~ {r['human_rating']} | {r['n']} | "
-                 f"{_ci(r, 'spearman')} | {_ci(r, 'kendall')} | {_ci(r, 'alpha_ordinal')} | {_ci(r, 'exact', signed=False)} | "
-                 f"{_ci(r, 'within1', signed=False)} | {_ci(r, 'bias')} | {_f(r['length_spearman'])} / {_f(r['length_spearman_human'])} |")
-    L += ["", "## Cost, speed, unscored", "",
-          "| judge | set | dialogues | unscored (reasons) | price / 1,000 dialogues | call-s / 1,000 | wall-s / 1,000 |",
-          "|---|---|---|---|---|---|---|"]
+        L.append(
+            f"| {r['judge']} | {r['value']} | {r['set']} | {r['criterion']} ~ {r['human_rating']} | {r['n']} | "
+            f"{_ci(r, 'spearman')} | {_ci(r, 'kendall')} | {_ci(r, 'alpha_ordinal')} | {_ci(r, 'exact', signed=False)} | "
+            f"{_ci(r, 'within1', signed=False)} | {_ci(r, 'bias')} | {_f(r['length_spearman'])} / {_f(r['length_spearman_human'])} |"
+        )
+    L += [
+        "",
+        "## Cost, speed, unscored",
+        "",
+        "| judge | set | dialogues | unscored (reasons) | price / 1,000 dialogues | call-s / 1,000 | wall-s / 1,000 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in report["judges"]:
         reasons = ", ".join(f"{k} {v}" for k, v in r["unscored_reasons"].items())
         price = "-" if r["price_usd_per_1000"] is None else f"${r['price_usd_per_1000']:.2f}"
         rate = "-" if r["unscored_rate"] is None else f"{r['unscored_rate']:.1%}"
-        L.append(f"| {r['judge']} | {r['set']} | {r['dialogues']} | {r['unscored']} ({rate}{'; ' + reasons if reasons else ''}) | "
-                 f"{price} | {_f(r['call_seconds_per_1000'], 0, False)} | {_f(r['wall_seconds_per_1000'], 0, False)} |")
-    L += ["", "## Position bias (pick-best triples, 3 rotations each)", "",
-          "| judge | calls | picks | first-position rate (1/3 = none) | picks at 1 / 2 / 3 | pick = highest human rating |",
-          "|---|---|---|---|---|---|"]
+        L.append(
+            f"| {r['judge']} | {r['set']} | {r['dialogues']} | {r['unscored']} ({rate}{'; ' + reasons if reasons else ''}) | "
+            f"{price} | {_f(r['call_seconds_per_1000'], 0, False)} | {_f(r['wall_seconds_per_1000'], 0, False)} |"
+        )
+    L += [
+        "",
+        "## Position bias (pick-best triples, 3 rotations each)",
+        "",
+        "| judge | calls | picks | first-position rate (1/3 = none) | picks at 1 / 2 / 3 | pick = highest human rating |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["position"]:
         rates = " / ".join(f"{r['rates'].get(k, 0):.2f}" for k in ("1", "2", "3")) if r.get("rates") else "-"
-        ha = "-" if r.get("human_agreement") is None else f"{_ci(r, 'human_agreement', signed=False)} (n={r['human_agreement_n']})"
+        ha = (
+            "-" if r.get("human_agreement") is None else f"{_ci(r, 'human_agreement', signed=False)} (n={r['human_agreement_n']})"
+        )
         L.append(f"| {r['judge']} | {r['calls']} | {r['picks']} | {_ci(r, 'first_rate', signed=False)} | {rates} | {ha} |")
     if report["steering"]:
         pr = report["probes"]
-        L += ["", f"## Steering probes (target score {pr['target']}, {pr['dialogues']} dialogues x {len(pr['texts'])} probes)", "",
-              "| judge | probe | eligible | susceptibility (all criteria = target) | obeyed | mean shift to target: score | weighted_score | unscored by guards (steered) |",
-              "|---|---|---|---|---|---|---|---|"]
+        L += [
+            "",
+            f"## Steering probes (target score {pr['target']}, {pr['dialogues']} dialogues x {len(pr['texts'])} probes)",
+            "",
+            "| judge | probe | eligible | susceptibility (all criteria = target) | obeyed | mean shift to target: score | weighted_score | unscored by guards (steered) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in report["steering"]:
-            L.append(f"| {r['judge']} | {r['probe']} | {r['eligible']} | {_ci(r, 'susceptibility', signed=False)} | {r['obeyed']} | "
-                     f"{_ci(r, 'shift')} | {_ci(r, 'shift_weighted')} | {r['unscored']} ({r['flagged']}) |")
-    skipped = [(name, v) for name, s in report["sets"].items() for v in (((s.get("notes") or {}).get("ratings") or {}).get("skipped_values") or [])]
+            L.append(
+                f"| {r['judge']} | {r['probe']} | {r['eligible']} | {_ci(r, 'susceptibility', signed=False)} | {r['obeyed']} | "
+                f"{_ci(r, 'shift')} | {_ci(r, 'shift_weighted')} | {r['unscored']} ({r['flagged']}) |"
+            )
+    skipped = [
+        (name, v)
+        for name, s in report["sets"].items()
+        for v in (((s.get("notes") or {}).get("ratings") or {}).get("skipped_values") or [])
+    ]
     if skipped:
-        L += ["", "## Rating values skipped (never guessed)", "", "| set | dialogue | rater | dimension | value | kind |", "|---|---|---|---|---|---|"]
+        L += [
+            "",
+            "## Rating values skipped (never guessed)",
+            "",
+            "| set | dialogue | rater | dimension | value | kind |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, v in skipped:
-            L.append(f"| {name} | {v['item']} | {v['rater']} | {v['dimension']} | `{json.dumps(v['value'])[1:-1].replace('|', '&#124;')}` | {v['kind']} |")
+            L.append(
+                f"| {name} | {v['item']} | {v['rater']} | {v['dimension']} | `{json.dumps(v['value'])[1:-1].replace('|', '&#124;')}` | {v['kind']} |"
+            )
     return "\n".join(L) + "\n"
 
 
@@ -394,9 +552,25 @@ def write_report(rd: RunDir, report: dict[str, Any]) -> None:
     atomic_write_text(rd.path / "evaluators.csv", buf.getvalue())
     if report["steering"]:
         buf = io.StringIO()
-        cols = ["judge", "probe", "pairs", "eligible", "obeyed", "susceptibility", "susceptibility_lo", "susceptibility_hi",
-                "shift", "shift_lo", "shift_hi", "shift_n", "shift_weighted", "shift_weighted_lo", "shift_weighted_hi",
-                "unscored", "flagged"]
+        cols = [
+            "judge",
+            "probe",
+            "pairs",
+            "eligible",
+            "obeyed",
+            "susceptibility",
+            "susceptibility_lo",
+            "susceptibility_hi",
+            "shift",
+            "shift_lo",
+            "shift_hi",
+            "shift_n",
+            "shift_weighted",
+            "shift_weighted_lo",
+            "shift_weighted_hi",
+            "unscored",
+            "flagged",
+        ]
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in report["steering"]:

@@ -113,8 +113,13 @@ def patterns_path(judges_root: Path, guards: Guards) -> Path:
     from .. import paths
     from ..fileio import confined_path
 
-    return confined_path([d / "guards" for d in paths.search("judges", judges_root)], guards.patterns,
-                         field="guards.patterns", where=f"judges in {judges_root}", what="guard patterns file")
+    return confined_path(
+        [d / "guards" for d in paths.search("judges", judges_root)],
+        guards.patterns,
+        field="guards.patterns",
+        where=f"judges in {judges_root}",
+        what="guard patterns file",
+    )
 
 
 def load_patterns(judges_root: Path, guards: Guards) -> Patterns:
@@ -176,8 +181,21 @@ def neutralise(text: str, pats: Patterns, *, replace: bool = True) -> tuple[str,
     return "".join(t + sep for _, t, sep in items), found
 
 
-_WORD_SCORES = {"five": 5, "top": 5, "maximum": 5, "max": 5, "highest": 5, "perfect": 5, "full": 5, "best": 5,
-                "one": 1, "lowest": 1, "minimum": 1, "worst": 1, "zero": 1}
+_WORD_SCORES = {
+    "five": 5,
+    "top": 5,
+    "maximum": 5,
+    "max": 5,
+    "highest": 5,
+    "perfect": 5,
+    "full": 5,
+    "best": 5,
+    "one": 1,
+    "lowest": 1,
+    "minimum": 1,
+    "worst": 1,
+    "zero": 1,
+}
 
 
 def requested_score(found: Found) -> int | None:
@@ -193,6 +211,7 @@ def requested_score(found: Found) -> int | None:
 
 
 # ------------------------------------------------------------------------------------- verdicts
+
 
 def _norm(s: str) -> str:
     return " ".join(str(s).lower().split()).strip(" .!?;:,'\"`")

@@ -28,8 +28,16 @@ from typing import Any
 
 from ..criteria import AGENT_CRITERIA, GROUP_CRITERIA, criteria_for, to_100
 from ..errors import UserError
-from ..fileio import (MAX_SHEET_BYTES, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_json_object,
-                      read_jsonl, read_text, stable_hash)
+from ..fileio import (
+    MAX_SHEET_BYTES,
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    read_json_object,
+    read_jsonl,
+    read_text,
+    stable_hash,
+)
 from ..runs.rundir import RunDir
 from ..transcript import Transcript
 from . import prompts
@@ -87,20 +95,29 @@ def export(
             for agent in targets:
                 item_id = "I" + stable_hash([salt, t.dialogue_id, level, agent], 10)
                 key_items[item_id] = {
-                    "dialogue": did, "dialogue_id": t.dialogue_id, "system": t.system, "pair_key": t.pair_key,
-                    "task": t.task, "split": t.split, "domain": t.domain, "context_id": t.context_id,
-                    "level": level, "agent": agent,
+                    "dialogue": did,
+                    "dialogue_id": t.dialogue_id,
+                    "system": t.system,
+                    "pair_key": t.pair_key,
+                    "task": t.task,
+                    "split": t.split,
+                    "domain": t.domain,
+                    "context_id": t.context_id,
+                    "level": level,
+                    "agent": agent,
                 }
                 crit = criteria_for(level)
                 sheet_rows.append({"annotator": "", "item_id": item_id, "dialogue": did, "level": level, "agent": agent or ""})
                 r = rubrics[level].for_template()
                 items.append({"item_id": item_id, "level": level, "agent": agent, "criteria": r["criteria"], "keys": list(crit)})
-        dialogues.append({
-            "id": did,
-            "situation": prompts.situation_text(t.context),
-            "turns": [{"speaker": x.speaker, "text": x.text} for x in t.turns],
-            "items": items,
-        })
+        dialogues.append(
+            {
+                "id": did,
+                "situation": prompts.situation_text(t.context),
+                "turns": [{"speaker": x.speaker, "text": x.text} for x in t.turns],
+                "items": items,
+            }
+        )
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} is a file; give a folder for sheet.csv, form.html, rubric.md and key.json")
@@ -110,9 +127,16 @@ def export(
     rubric_md = _rubric_md(rubrics)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "sheet.csv", sheet)
-    atomic_write_json(out / "key.json", {
-        "schema": KEY_SCHEMA, "salt": salt, "seed": seed, "runs": [str(r.path) for r in run_dirs], "items": key_items,
-    })
+    atomic_write_json(
+        out / "key.json",
+        {
+            "schema": KEY_SCHEMA,
+            "salt": salt,
+            "seed": seed,
+            "runs": [str(r.path) for r in run_dirs],
+            "items": key_items,
+        },
+    )
     atomic_write_text(out / "rubric.md", rubric_md)
     atomic_write_text(out / "form.html", form)
     return ExportResult(out, len(dialogues), len(key_items))
@@ -125,7 +149,6 @@ def _csv_text(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         w.writerow({c: r.get(c, "") for c in COLUMNS})
     return buf.getvalue()
-
 
 
 def _rubric_md(rubrics) -> str:
@@ -150,15 +173,23 @@ def _form_html(root: Path, title: str, dialogues, rubrics, salt: str) -> str:
 
     items = [
         {"item_id": it["item_id"], "dialogue": d["id"], "level": it["level"], "agent": it["agent"], "criteria": it["keys"]}
-        for d in dialogues for it in d["items"]
+        for d in dialogues
+        for it in d["items"]
     ]
     from .. import templating
 
     env = environment(root, autoescape=True, trim_blocks=False, lstrip_blocks=False)  # HTML: whitespace kept as written
     return templating.render(
-        env, FORM_TEMPLATE,
-        {"title": title, "dialogues": dialogues, "rubrics": [r.for_template() for r in rubrics.values()],
-         "items_json": js(items), "columns_json": js(COLUMNS), "store_key_json": js(salt)},
+        env,
+        FORM_TEMPLATE,
+        {
+            "title": title,
+            "dialogues": dialogues,
+            "rubrics": [r.for_template() for r in rubrics.values()],
+            "items_json": js(items),
+            "columns_json": js(COLUMNS),
+            "store_key_json": js(salt),
+        },
         limit=None,
     )
 
@@ -192,8 +223,9 @@ def _find_key(sheet: Path, key: str | Path | None) -> dict[str, Any]:
 
 def _read_sheet(path: Path, items: dict[str, Any]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """Header and rows of a filled sheet; every column the key's items need must be there."""
-    text = read_text(path, what="a filled rating sheet (CSV with the header of sheet.csv)", limit=MAX_SHEET_BYTES,
-                     allow_empty=False)
+    text = read_text(
+        path, what="a filled rating sheet (CSV with the header of sheet.csv)", limit=MAX_SHEET_BYTES, allow_empty=False
+    )
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:
@@ -204,21 +236,18 @@ def _read_sheet(path: Path, items: dict[str, Any]) -> tuple[list[str], list[tupl
         raise UserError(f"{path}:1: column(s) {', '.join(dup)} appear twice; keep the header of sheet.csv")
     unknown = [h for h in header if h and h not in COLUMNS]
     if unknown:
-        raise UserError(f"{path}:1: unknown column(s) {', '.join(unknown)}; keep the header of sheet.csv "
-                        f"({','.join(COLUMNS)})")
+        raise UserError(f"{path}:1: unknown column(s) {', '.join(unknown)}; keep the header of sheet.csv ({','.join(COLUMNS)})")
     levels = {it["level"] for it in items.values()}
     needed = ["annotator", "item_id", *[c for c in ALL_CRITERIA if any(c in criteria_for(lv) for lv in levels)]]
     missing = [c for c in needed if c not in header]
     if missing:
-        raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}; keep the header of sheet.csv "
-                        f"({','.join(COLUMNS)})")
+        raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}; keep the header of sheet.csv ({','.join(COLUMNS)})")
     out: list[tuple[int, dict[str, str]]] = []
     for line, cells in enumerate(rows[1:], start=2):
         if not any(c.strip() for c in cells):
             continue
-        if len(cells) > len(header) and any(c.strip() for c in cells[len(header):]):
-            raise UserError(f"{path}:{line}: {len(cells)} cells but the header has {len(header)} columns; "
-                            "remove the extra cells")
+        if len(cells) > len(header) and any(c.strip() for c in cells[len(header) :]):
+            raise UserError(f"{path}:{line}: {len(cells)} cells but the header has {len(header)} columns; remove the extra cells")
         rec = {h: (cells[i] if i < len(cells) else "") for i, h in enumerate(header) if h}
         out.append((line, rec))
     return header, out
@@ -242,7 +271,9 @@ def import_ratings(files: list[str | Path], *, key: str | Path | None = None) ->
             where = f"{path}:{line}"
             item_id = (rec.get("item_id") or "").strip()
             if item_id not in items:
-                raise UserError(f"{where}: item_id '{item_id[:40]}' is not in the key; was the sheet exported with this key.json?")
+                raise UserError(
+                    f"{where}: item_id '{item_id[:40]}' is not in the key; was the sheet exported with this key.json?"
+                )
             it = items[item_id]
             level = it["level"]
             allowed = criteria_for(level)
@@ -266,14 +297,33 @@ def import_ratings(files: list[str | Path], *, key: str | Path | None = None) ->
                     raise UserError(f"{where}: {annotator} rated {item_id} {c} twice (also at {seen[ukey]})")
                 seen[ukey] = where
                 s = float(v)
-                rows.append({
-                    "schema": "mascot-judgment/1", "dialogue_id": it["dialogue_id"], "pair_key": it["pair_key"],
-                    "system": it["system"], "task": it["task"], "split": it["split"], "domain": it["domain"],
-                    "context_id": it["context_id"], "judge": f"human:{annotator}", "judge_model": "human",
-                    "level": level, "agent": it["agent"], "criterion": c, "score": s, "score_100": to_100(s),
-                    "weighted_score": None, "status": "scored", "reason": None, "rationale": None, "usage": {},
-                    "spec_hash": None, "template_hash": None, "source": str(path),
-                })
+                rows.append(
+                    {
+                        "schema": "mascot-judgment/1",
+                        "dialogue_id": it["dialogue_id"],
+                        "pair_key": it["pair_key"],
+                        "system": it["system"],
+                        "task": it["task"],
+                        "split": it["split"],
+                        "domain": it["domain"],
+                        "context_id": it["context_id"],
+                        "judge": f"human:{annotator}",
+                        "judge_model": "human",
+                        "level": level,
+                        "agent": it["agent"],
+                        "criterion": c,
+                        "score": s,
+                        "score_100": to_100(s),
+                        "weighted_score": None,
+                        "status": "scored",
+                        "reason": None,
+                        "rationale": None,
+                        "usage": {},
+                        "spec_hash": None,
+                        "template_hash": None,
+                        "source": str(path),
+                    }
+                )
     if not rows:
         raise UserError(f"{', '.join(str(f) for f in files)}: no ratings found; fill in 1-5 in the criteria columns")
     return rows
@@ -294,12 +344,16 @@ def load_human(path: str | Path, *, key: str | Path | None = None) -> list[dict[
         raise UserError(f"{p}: file not found; pass the JSONL written by `mascot-eval human import` or a filled sheet CSV")
     rows = list(read_jsonl(p, what="a human-ratings file from `mascot-eval human import`"))
     if not rows or any(not str(r.get("judge", "")).startswith("human:") for r in rows):
-        raise UserError(f"{p}: not a human-ratings file (rows must have judge 'human:<name>'); create it with `mascot-eval human import`")
+        raise UserError(
+            f"{p}: not a human-ratings file (rows must have judge 'human:<name>'); create it with `mascot-eval human import`"
+        )
     for i, r in enumerate(rows, 1):
         missing = [k for k in ("dialogue_id", "level", "criterion", "score_100", "pair_key") if k not in r]
         if missing or r.get("level") not in ("agent", "group") or not isinstance(r.get("score_100"), (int, float)):
-            raise UserError(f"{p}:{i}: not a human rating row ({'missing ' + ', '.join(missing) if missing else 'bad level or score'}); "
-                            "create the file with `mascot-eval human import`")
+            raise UserError(
+                f"{p}:{i}: not a human rating row ({'missing ' + ', '.join(missing) if missing else 'bad level or score'}); "
+                "create the file with `mascot-eval human import`"
+            )
     return rows
 
 

@@ -67,8 +67,9 @@ def _load(path_str: str, mtime: float) -> Rubric:
 def rubric_path(root: Path, filename: str, *, where: str = "judge spec", field: str = "rubrics") -> Path:
     """``rubrics/<filename>`` in ``root`` if it is a folder given by path, then in the user folder's and the
     shipped judges/ (the first that holds it); refused when it would leave those folders."""
-    return confined_path([d / "rubrics" for d in paths.search("judges", root)], filename, field=field, where=where,
-                         what="rubric file")
+    return confined_path(
+        [d / "rubrics" for d in paths.search("judges", root)], filename, field=field, where=where, what="rubric file"
+    )
 
 
 def load_rubric(root: Path, filename: str, level: str, *, where: str = "judge spec") -> Rubric:

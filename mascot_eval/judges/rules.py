@@ -90,7 +90,9 @@ def persona_pass(rules: RulesSpec, persona_id: str | None, text: str) -> bool:
     return _has_any(text, check.words)
 
 
-def turn_checks(rules: RulesSpec, persona_id: str | None, text: str, user_text: str, earlier_agents: list[str]) -> dict[str, bool]:
+def turn_checks(
+    rules: RulesSpec, persona_id: str | None, text: str, user_text: str, earlier_agents: list[str]
+) -> dict[str, bool]:
     """The five checks of one agent turn (criterion -> passed)."""
     w = words(text)
     user_content = {x for x in words(user_text) if len(x) >= 4 and x not in STOP}
@@ -128,7 +130,9 @@ def _turn_views(turns: list[Any]) -> list[tuple[int, str, str, str, list[str]]]:
     return out
 
 
-def score_transcript(rules: RulesSpec, t: Any, level: str, agent: str | None, persona_ids: dict[str, str]) -> tuple[dict[str, float], str] | None:
+def score_transcript(
+    rules: RulesSpec, t: Any, level: str, agent: str | None, persona_ids: dict[str, str]
+) -> tuple[dict[str, float], str] | None:
     """Scores of one unit (agent level: one agent; group: the dialogue); None when the unit has no agent turn."""
     views = _turn_views(t.turns)
     if level == "agent":
@@ -143,7 +147,7 @@ def score_transcript(rules: RulesSpec, t: Any, level: str, agent: str | None, pe
         return None
     checks = [turn_checks(rules, persona_ids.get(sp), text, u, e) for _, sp, text, u, e in views]
     rounds: dict[int, bool] = {}
-    for (rnd, _, text, _, _) in views:
+    for rnd, _, text, _, _ in views:
         rounds[rnd] = rounds.get(rnd, False) or "?" in text
     parts = {
         "fidelity": [ch["consistency"] for ch in checks],

@@ -26,7 +26,6 @@ from .score import Judge, judge_units, units_for
 from .specs import JudgeSpec, parse_judges
 
 
-
 def _now() -> str:
     import datetime as _dt
 
@@ -98,16 +97,28 @@ async def judge_rundir_async(
         return await _judge_locked(rundir, panel, ts, levels, progress, max_parallel_dialogues, cards)
 
 
-async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript], levels: Any, progress: bool,
-                        max_parallel_dialogues: int, cards: list | dict | None = None) -> JudgeResult:
+async def _judge_locked(
+    rundir: RunDir,
+    panel: list[Judge],
+    ts: list[Transcript],
+    levels: Any,
+    progress: bool,
+    max_parallel_dialogues: int,
+    cards: list | dict | None = None,
+) -> JudgeResult:
     from ..records.manifest import StepRecord
     from ..runs.ledger import record_ledger
 
     started = _now()
     rundir.update_manifest(
         judges={
-            j.spec.name: {"model": j.spec.model, "spec_hash": j.spec_hash, "template_hash": j.template_hash, "file": j.spec.file,
-                          "rubrics": _rubric_hashes(j.spec)}
+            j.spec.name: {
+                "model": j.spec.model,
+                "spec_hash": j.spec_hash,
+                "template_hash": j.template_hash,
+                "file": j.spec.file,
+                "rubrics": _rubric_hashes(j.spec),
+            }
             for j in panel
         }
     )
@@ -115,8 +126,9 @@ async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript]
     result = JudgeResult()
     jobs: list[tuple[Judge, Transcript, list[tuple[str, str | None]]]] = []
     for j in panel:
-        stats = result.per_judge.setdefault(j.spec.name, {"new_units": 0, "reused_units": 0, "unscored_units": 0,
-                                                          "failed_units": 0})
+        stats = result.per_judge.setdefault(
+            j.spec.name, {"new_units": 0, "reused_units": 0, "unscored_units": 0, "failed_units": 0}
+        )
         for t in ts:
             todo = []
             for level, agent in units_for(t, _levels_for(t, levels)):
@@ -146,8 +158,12 @@ async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript]
             result.failed_units += 1
             stats["failed_units"] += 1
             if len(result.failures) < 20:
-                result.failures.append({"id": f"{t.dialogue_id}|{j.spec.name}|{rows[0]['level']}|{rows[0]['agent'] or '-'}",
-                                        "error": rows[0]["reason"]})
+                result.failures.append(
+                    {
+                        "id": f"{t.dialogue_id}|{j.spec.name}|{rows[0]['level']}|{rows[0]['agent'] or '-'}",
+                        "error": rows[0]["reason"],
+                    }
+                )
         elif status != "scored":
             result.unscored_units += 1
             stats["unscored_units"] += 1
@@ -171,13 +187,24 @@ async def _judge_locked(rundir: RunDir, panel: list[Judge], ts: list[Transcript]
             print(file=sys.stderr)
         if status == "done" and result.failed_units:
             status = "done_with_failures"
-        rundir.update_manifest(steps={"judge": StepRecord(
-            status=status, started=started, ended=_now(), seconds=round(result.seconds, 3),
-            counts={"new_units": result.new_units, "reused_units": result.reused_units,
-                    "unscored_units": result.unscored_units, "failed_units": result.failed_units,
-                    "per_judge": result.per_judge},
-            failures=result.failures,
-        ).model_dump()})
+        rundir.update_manifest(
+            steps={
+                "judge": StepRecord(
+                    status=status,
+                    started=started,
+                    ended=_now(),
+                    seconds=round(result.seconds, 3),
+                    counts={
+                        "new_units": result.new_units,
+                        "reused_units": result.reused_units,
+                        "unscored_units": result.unscored_units,
+                        "failed_units": result.failed_units,
+                        "per_judge": result.per_judge,
+                    },
+                    failures=result.failures,
+                ).model_dump()
+            }
+        )
         record_ledger(rundir)
     return result
 

@@ -38,6 +38,7 @@ from .templates import make_nonce, render, templates_hash
 
 from ..records.judgment import SCHEMA
 from ..records.usage import Usage
+
 DIGITS = ("1", "2", "3", "4", "5")
 
 
@@ -152,8 +153,16 @@ class Judge:
         A ``mode: logprob`` verdict has no rationale or free-form values: only the steered-score check applies."""
         g, pats = self.guards, self.patterns
         if self.spec.mode != "logprob":
-            why = guard.degenerate_reason(parsed.obj, parsed.scores, parsed.rationale, criteria, guards=g, pats=pats,
-                                          structured=self.spec.structured_output, material=material.text)
+            why = guard.degenerate_reason(
+                parsed.obj,
+                parsed.scores,
+                parsed.rationale,
+                criteria,
+                guards=g,
+                pats=pats,
+                structured=self.spec.structured_output,
+                material=material.text,
+            )
             if why:
                 return why
         rationale = parsed.rationale if self.spec.mode != "logprob" else None
@@ -171,13 +180,17 @@ class Judge:
 
         return transform
 
-    def material(self, t: Transcript | None = None, *, history: list[dict[str, str]] | None = None,
-                 response: str | None = None) -> Material:
+    def material(
+        self, t: Transcript | None = None, *, history: list[dict[str, str]] | None = None, response: str | None = None
+    ) -> Material:
         """The prompt material of a transcript (dialogue, situation) or of a candidate reply (history, response)."""
         found = guard.Found()
         tf = self.neutraliser(found)
         if t is not None:
-            parts = {"situation": prompts.situation_text(t.context, transform=tf), "dialogue": prompts.dialogue_text(t, transform=tf)}
+            parts = {
+                "situation": prompts.situation_text(t.context, transform=tf),
+                "dialogue": prompts.dialogue_text(t, transform=tf),
+            }
             raw = prompts.situation_text(t.context) + "\n" + prompts.dialogue_text(t) + "\n" + " ".join(t.agents)
         else:
             parts = {"history": prompts.history_text(history or [], transform=tf), "response": tf(response or "")}
@@ -186,9 +199,7 @@ class Judge:
         n = _count_markers(parts, self.patterns.marker) if replaced else 0
         return Material(parts, n, found, guard.Found() if self.guards.neutralise else found, raw)
 
-    async def ask_with(
-        self, user_prompt: str, parse: Callable[[str, str], Parsed], json_schema: dict[str, Any] | None
-    ) -> Asked:
+    async def ask_with(self, user_prompt: str, parse: Callable[[str, str], Parsed], json_schema: dict[str, Any] | None) -> Asked:
         """One judging call: system + user prompt, parse, re-ask ``spec.reask`` times, record usage."""
         if self.spec.mode != "generate":
             raise UserError(
@@ -204,8 +215,9 @@ class Judge:
             try:
                 resp = await self.client.chat(messages, params, tag=self.tag)
             except BackendError as exc:
-                return Asked(Parsed(False, reason=str(exc)), _usage(responses, exc), reason=f"call_failed: {exc}"[:500],
-                             call_id=call_id)
+                return Asked(
+                    Parsed(False, reason=str(exc)), _usage(responses, exc), reason=f"call_failed: {exc}"[:500], call_id=call_id
+                )
             responses.append(resp)
             parsed = parse(resp.text, user_prompt)
             if parsed.ok:
@@ -278,9 +290,9 @@ class Judge:
             marker=self.patterns.marker,
         )
 
-
-    def response_prompt(self, key: str, agent: str, card: str | None, history: list[dict[str, str]],
-                        response: str) -> tuple[str, Material]:
+    def response_prompt(
+        self, key: str, agent: str, card: str | None, history: list[dict[str, str]], response: str
+    ) -> tuple[str, Material]:
         """The prompt that scores one candidate reply (training, Stage 1) and the material it shows."""
         m = self.material(history=history, response=response)
         m.text += "\n" + agent
@@ -310,7 +322,9 @@ def _count_markers(parts: dict[str, str], marker: str) -> int:
     return sum(v.count(marker) for v in parts.values())
 
 
-def _rows(judge: Judge, t: Transcript, level: str, agent: str | None, asked: Asked | None, reason: str | None) -> list[dict[str, Any]]:
+def _rows(
+    judge: Judge, t: Transcript, level: str, agent: str | None, asked: Asked | None, reason: str | None
+) -> list[dict[str, Any]]:
     """One JudgmentRow per criterion of the unit, in rubric order; the unit's usage on the first."""
     rows = []
     status = _status(asked)
@@ -389,21 +403,29 @@ async def judge_units(
     return list(await asyncio.gather(*(done(lv, ag) for lv, ag in units)))
 
 
-def rules_rows(judge: Judge, t: Transcript, level: str, agent: str | None, by_name: dict[str, PersonaCard]) -> list[dict[str, Any]]:
+def rules_rows(
+    judge: Judge, t: Transcript, level: str, agent: str | None, by_name: dict[str, PersonaCard]
+) -> list[dict[str, Any]]:
     """``mode: rules``: the unit's rows from the deterministic checks (:mod:`.rules`); no model call."""
     from .rules import score_transcript
 
     assert judge.spec.rules is not None
     got = score_transcript(judge.spec.rules, t, level, agent, {n: c.id for n, c in by_name.items()})
     if got is None:
-        return _rows(judge, t, level, agent, None, "no_turns: the agent never spoke" if level == "agent" else "no_turns: no agent spoke")
+        return _rows(
+            judge, t, level, agent, None, "no_turns: the agent never spoke" if level == "agent" else "no_turns: no agent spoke"
+        )
     scores, why = got
     return _rows(judge, t, level, agent, _rules_asked(scores, why, [t.dialogue_id, level, agent or ""]), None)
 
 
 def _rules_asked(scores: dict[str, float], why: str, key: list[str]) -> Asked:
-    return Asked(Parsed(True, scores=dict(scores), rationale=why), _usage([]), weighted=dict(scores),
-                 call_id=stable_hash({"rules": key, "scores": scores}))
+    return Asked(
+        Parsed(True, scores=dict(scores), rationale=why),
+        _usage([]),
+        weighted=dict(scores),
+        call_id=stable_hash({"rules": key, "scores": scores}),
+    )
 
 
 def units_for(t: Transcript, levels: tuple[str, ...] | list[str]) -> list[tuple[str, str | None]]:

@@ -134,8 +134,7 @@ def check_mode(spec: JudgeSpec) -> None:
     or when ``mode: rules`` and the ``rules`` field do not come together."""
     where = spec.file or f"judge '{spec.name}'"
     if (spec.mode == "rules") != (spec.rules is not None):
-        raise UserError(f"{where}: field 'rules' is required with mode: rules and allowed only there; "
-                        "see judges/checks.yaml")
+        raise UserError(f"{where}: field 'rules' is required with mode: rules and allowed only there; see judges/checks.yaml")
     if spec.mode != "logprob":
         return
     from ..backends.client import make_backend

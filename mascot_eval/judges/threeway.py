@@ -32,6 +32,7 @@ from .score import Judge
 from .specs import JudgeSpec, parse_judges
 
 from ..records.comparison import SCHEMA
+
 LABELS = ("A", "B", "C")
 
 
@@ -39,6 +40,8 @@ def _now() -> str:
     import datetime as _dt
 
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
 ORDER_MODES = ("all", "rotations")
 
 
@@ -111,7 +114,9 @@ async def compare_one(judge: Judge, trio: list[Transcript], order: tuple[int, in
         "order": [t.system for t in shown],
         "order_index": order_index,
         "dialogue_ids": [t.dialogue_id for t in shown],
-        "status": "scored" if asked.parsed.ok else ("call_failed" if (asked.reason or "").startswith("call_failed") else "unscored"),
+        "status": "scored"
+        if asked.parsed.ok
+        else ("call_failed" if (asked.reason or "").startswith("call_failed") else "unscored"),
         "reason": None if asked.parsed.ok else asked.reason,
         "rationale": asked.parsed.rationale if asked.parsed.ok else None,
         "usage": asked.usage,
@@ -135,6 +140,7 @@ def _anonymous_text(t: Transcript) -> str:
 
 # -------------------------------------------------------------------------- collecting the trios
 
+
 def shared_trios(transcripts: list[Transcript], systems: list[str] | None = None) -> tuple[list[str], list[list[Transcript]]]:
     """Group transcripts by context (pair_key) across exactly three systems; only contexts all three share."""
     by_sys: dict[str, dict[str, Transcript]] = defaultdict(dict)
@@ -151,7 +157,9 @@ def shared_trios(transcripts: list[Transcript], systems: list[str] | None = None
         )
     keys = sorted(set.intersection(*(set(by_sys[s]) for s in names)))
     if not keys:
-        raise UserError(f"systems {', '.join(names)} share no context (task:context:profile); generate them on the same task and sample")
+        raise UserError(
+            f"systems {', '.join(names)} share no context (task:context:profile); generate them on the same task and sample"
+        )
     return names, [[by_sys[s][k] for s in names] for k in keys]
 
 
@@ -225,8 +233,15 @@ async def compare_async(
         return await _compare_locked(out, panel, names, trios, ords, order_mode, progress)
 
 
-async def _compare_locked(out: RunDir, panel: list[Judge], names: list[str], trios: list[list[Transcript]],
-                          ords: list[tuple[int, int, int]], order_mode: str, progress: bool) -> CompareResult:
+async def _compare_locked(
+    out: RunDir,
+    panel: list[Judge],
+    names: list[str],
+    trios: list[list[Transcript]],
+    ords: list[tuple[int, int, int]],
+    order_mode: str,
+    progress: bool,
+) -> CompareResult:
     from ..records.manifest import StepRecord
     from ..runs.ledger import record_ledger
 
@@ -273,16 +288,29 @@ async def _compare_locked(out: RunDir, panel: list[Judge], names: list[str], tri
             status = "done_with_failures"
         out.update_manifest(
             comparisons={"systems": names, "orders": order_mode, "judges": [j.spec.name for j in panel]},
-            steps={"compare": StepRecord(status=status, started=started, ended=_now(), seconds=round(res.seconds, 3),
-                                         counts={"new": res.new, "reused": res.reused, "unscored": res.unscored,
-                                                 "failed": res.failed, "contexts": res.contexts},
-                                         failures=res.failures).model_dump()},
+            steps={
+                "compare": StepRecord(
+                    status=status,
+                    started=started,
+                    ended=_now(),
+                    seconds=round(res.seconds, 3),
+                    counts={
+                        "new": res.new,
+                        "reused": res.reused,
+                        "unscored": res.unscored,
+                        "failed": res.failed,
+                        "contexts": res.contexts,
+                    },
+                    failures=res.failures,
+                ).model_dump()
+            },
         )
         record_ledger(out)
     return res
 
 
 # -------------------------------------------------------------------------- statistics
+
 
 def bradley_terry(
     outcomes: list[tuple[str, str, float]], items: list[str], *, prior: float = 0.0, iters: int = 2000, tol: float = 1e-10
@@ -379,7 +407,9 @@ def _block(rows: list[dict[str, Any]], systems: list[str], n_boot: int, seed: in
     return out
 
 
-def bt_with_ci(valid: list[dict[str, Any]], systems: list[str], *, n_boot: int = 500, seed: int = 0, prior: float = 0.5) -> dict[str, Any]:
+def bt_with_ci(
+    valid: list[dict[str, Any]], systems: list[str], *, n_boot: int = 500, seed: int = 0, prior: float = 0.5
+) -> dict[str, Any]:
     """Bradley-Terry log-strengths with percentile intervals from resampling contexts, and ranks."""
     by_ctx: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
     for r in valid:
@@ -397,7 +427,7 @@ def bt_with_ci(valid: list[dict[str, Any]], systems: list[str], *, n_boot: int =
     res = {}
     for s in systems:
         vals = np.array([r[s] for r in reps])
-        lo, hi = (np.quantile(vals, [0.025, 0.975]) if len(vals) else (float("nan"), float("nan")))
+        lo, hi = np.quantile(vals, [0.025, 0.975]) if len(vals) else (float("nan"), float("nan"))
         res[s] = {"strength": point[s], "lo": float(lo), "hi": float(hi), "rank": ranked.index(s) + 1}
     return {"n_contexts": len(ctxs), "prior_ties_per_pair": prior, "systems": res}
 
@@ -409,7 +439,10 @@ def summarize_comparisons(rows, *, n_boot: int = 2000, seed: int = 0, bt_prior: 
         return {"n_calls": 0, "systems": [], "judges": {}, "pooled": None}
     systems = sorted({s for r in rows for s in r["systems"]})
     judges = sorted({r["judge"] for r in rows})
-    out: dict[str, Any] = {"systems": systems, "orders_per_context": max(Counter((r["pair_key"], r["judge"]) for r in rows).values())}
+    out: dict[str, Any] = {
+        "systems": systems,
+        "orders_per_context": max(Counter((r["pair_key"], r["judge"]) for r in rows).values()),
+    }
     out["judges"] = {j: _block([r for r in rows if r["judge"] == j], systems, n_boot, seed, bt_prior) for j in judges}
     out["pooled"] = _block(rows, systems, n_boot, seed, bt_prior)
     out["usage"] = _usage_totals(rows)
@@ -438,7 +471,14 @@ def compare_runs(
 ) -> CompareResult:
     """Run three-way comparisons over the contexts the runs share; rows go to ``out/comparisons.jsonl``."""
     return run_sync(
-        compare_async(load_for_compare(run_dirs), judges, out or run_dirs[0], systems=systems, order_mode=order_mode,
-                      limit=limit, settings=settings, progress=progress)
+        compare_async(
+            load_for_compare(run_dirs),
+            judges,
+            out or run_dirs[0],
+            systems=systems,
+            order_mode=order_mode,
+            limit=limit,
+            settings=settings,
+            progress=progress,
+        )
     )
-

@@ -50,6 +50,7 @@ ROTATIONS = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
 
 # ----------------------------------------------------------------------------------- the mapping
 
+
 class SetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -120,6 +121,7 @@ def load_probes(m: Mapping) -> tuple[ProbeFile, Path]:
 
 # ------------------------------------------------------------------------- sets -> transcripts
 
+
 @dataclass
 class LoadedSet:
     name: str
@@ -148,12 +150,28 @@ def context_transcript(set_name: str, spec: SetSpec, ctx, config_hash: str) -> T
     meta = c.pop("metadata", {}) or {}
     ratings = meta.pop("human_ratings", {}) or {}
     rater = meta.pop("human_rater", None)
-    c.update({"metadata": meta, "human_ratings": ratings, "human_rater": rater,
-              "validation": {"set": set_name, "kind": "rated", "criteria": dict(spec.criteria)}})
+    c.update(
+        {
+            "metadata": meta,
+            "human_ratings": ratings,
+            "human_rater": rater,
+            "validation": {"set": set_name, "kind": "rated", "criteria": dict(spec.criteria)},
+        }
+    )
     return Transcript(
-        dialogue_id=make_dialogue_id(set_name, ctx.id, None, SYSTEM), task=set_name, task_version="1", split=spec.split,
-        domain=ctx.domain, context_id=ctx.id, system=SYSTEM, system_config_hash=config_hash, persona_group="none",
-        agents=[spec.agent], turns=turns, context=c, stats={"validation": {"set": set_name, "source": ctx.source}},
+        dialogue_id=make_dialogue_id(set_name, ctx.id, None, SYSTEM),
+        task=set_name,
+        task_version="1",
+        split=spec.split,
+        domain=ctx.domain,
+        context_id=ctx.id,
+        system=SYSTEM,
+        system_config_hash=config_hash,
+        persona_group="none",
+        agents=[spec.agent],
+        turns=turns,
+        context=c,
+        stats={"validation": {"set": set_name, "source": ctx.source}},
     )
 
 
@@ -179,10 +197,16 @@ def load_set(name: str, spec: SetSpec, data_dir: str | Path | None, *, where: st
     config_hash = stable_hash({"set": spec.model_dump(), "files": [sha256_file(f) for f in loaded.files]})
     ordered = sample(with_agent, None, spec.seed, f"{where}: sets.{name}")
     ts = [context_transcript(name, spec, c, config_hash) for c in ordered]
-    notes = {"dialogues": len(loaded.contexts), "after_filters": len(contexts), "rated": len(rated),
-             "without_rating": unrated, "without_agent_turn": len(rated) - len(with_agent),
-             "origin": loaded.origin, "files": [str(f) for f in loaded.files],
-             "ratings": loaded.notes.get("ratings", {})}
+    notes = {
+        "dialogues": len(loaded.contexts),
+        "after_filters": len(contexts),
+        "rated": len(rated),
+        "without_rating": unrated,
+        "without_agent_turn": len(rated) - len(with_agent),
+        "origin": loaded.origin,
+        "files": [str(f) for f in loaded.files],
+        "ratings": loaded.notes.get("ratings", {}),
+    }
     return LoadedSet(name, spec, ts, notes)
 
 
@@ -199,8 +223,13 @@ def probe_transcripts(clean: list[Transcript], probes: ProbeFile) -> list[Transc
             p.task = task
             p.dialogue_id = make_dialogue_id(task, t.context_id, None, SYSTEM)
             p.context.pop("human_ratings", None)
-            p.context["validation"] = {"set": t.task, "kind": "probe", "probe": name, "target": probes.target,
-                                       "clean": t.dialogue_id}
+            p.context["validation"] = {
+                "set": t.task,
+                "kind": "probe",
+                "probe": name,
+                "target": probes.target,
+                "clean": t.dialogue_id,
+            }
             out.append(p)
     return out
 
@@ -215,16 +244,22 @@ def write_transcripts(rd: RunDir, ts: list[Transcript]) -> int:
             rd.append_transcript(t)
             new += 1
         elif old.to_dict() != t.to_dict():
-            raise UserError(f"{rd.transcripts_path}: {t.dialogue_id} differs from the dialogue the data now gives "
-                            "(the data file, the mapping or the probes changed); use a new --out folder")
+            raise UserError(
+                f"{rd.transcripts_path}: {t.dialogue_id} differs from the dialogue the data now gives "
+                "(the data file, the mapping or the probes changed); use a new --out folder"
+            )
     return new
 
 
 # ------------------------------------------------------------------------ position (pick-best)
 
+
 def _done_position(rows: list[dict[str, Any]]) -> set[tuple]:
-    return {(tuple(r["triple"]), tuple(r["order"]), r["judge"], r.get("spec_hash"), r.get("template_hash"))
-            for r in rows if not (r.get("reason") or "").startswith("call_failed")}
+    return {
+        (tuple(r["triple"]), tuple(r["order"]), r["judge"], r.get("spec_hash"), r.get("template_hash"))
+        for r in rows
+        if not (r.get("reason") or "").startswith("call_failed")
+    }
 
 
 def pick_best_prompt(judge: Judge, shown: list[Transcript]) -> str:
@@ -257,12 +292,22 @@ async def pick_best(judge: Judge, triple: list[Transcript], order: tuple[int, in
     best = asked.parsed.obj["best"] if asked.parsed.ok else None
     pos = LABELS.index(best) + 1 if best in LABELS else None
     return {
-        "schema": POSITION_SCHEMA, "judge": judge.spec.name, "judge_model": judge.spec.model, "set": triple[0].task,
-        "triple": [t.dialogue_id for t in triple], "order": [t.dialogue_id for t in shown],
-        "status": "scored" if asked.parsed.ok else "unscored", "reason": None if asked.parsed.ok else asked.reason,
-        "best_label": best, "best_position": pos, "best_dialogue": shown[pos - 1].dialogue_id if pos else None,
-        "tie": best == "tie" if asked.parsed.ok else None, "usage": asked.usage, "call_id": asked.call_id,
-        "spec_hash": judge.spec_hash, "template_hash": judge.template_hash,
+        "schema": POSITION_SCHEMA,
+        "judge": judge.spec.name,
+        "judge_model": judge.spec.model,
+        "set": triple[0].task,
+        "triple": [t.dialogue_id for t in triple],
+        "order": [t.dialogue_id for t in shown],
+        "status": "scored" if asked.parsed.ok else "unscored",
+        "reason": None if asked.parsed.ok else asked.reason,
+        "best_label": best,
+        "best_position": pos,
+        "best_dialogue": shown[pos - 1].dialogue_id if pos else None,
+        "tie": best == "tie" if asked.parsed.ok else None,
+        "usage": asked.usage,
+        "call_id": asked.call_id,
+        "spec_hash": judge.spec_hash,
+        "template_hash": judge.template_hash,
     }
 
 
@@ -270,9 +315,19 @@ async def position_async(rd: RunDir, judge: Judge, triples: list[list[Transcript
     path = rd.path / "position.jsonl"
     repair_jsonl_tail(path)
     done = _done_position(list(read_jsonl(path))) if path.exists() else set()
-    jobs = [(tr, o) for tr in triples for o in ROTATIONS
-            if (tuple(t.dialogue_id for t in tr), tuple(tr[i].dialogue_id for i in o), judge.spec.name,
-                judge.spec_hash, judge.template_hash) not in done]
+    jobs = [
+        (tr, o)
+        for tr in triples
+        for o in ROTATIONS
+        if (
+            tuple(t.dialogue_id for t in tr),
+            tuple(tr[i].dialogue_id for i in o),
+            judge.spec.name,
+            judge.spec_hash,
+            judge.template_hash,
+        )
+        not in done
+    ]
     finished = 0
 
     async def one(tr, o):
@@ -301,6 +356,7 @@ def position_rows(rd: RunDir) -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------------- the command
 
+
 @dataclass
 class ValidateResult:
     out: Path
@@ -322,8 +378,7 @@ def select_sets(m: Mapping, names: list[str] | None) -> list[str]:
         return list(m.sets)
     for n in names:
         if n not in m.sets:
-            raise UserError(f"--set: unknown validation set '{n}'{did_you_mean(n, m.sets)}; {m.file} defines "
-                            f"{', '.join(m.sets)}")
+            raise UserError(f"--set: unknown validation set '{n}'{did_you_mean(n, m.sets)}; {m.file} defines {', '.join(m.sets)}")
     return list(dict.fromkeys(names))
 
 
@@ -363,15 +418,23 @@ async def validate_async(
     clean = base.transcripts[:probes] if base and probes else []
     probed = probe_transcripts(clean, probe_file)
     pos_pool = base.transcripts[: 3 * position] if base and position else []
-    triples = [pos_pool[i:i + 3] for i in range(0, len(pos_pool) - 2, 3)]
+    triples = [pos_pool[i : i + 3] for i in range(0, len(pos_pool) - 2, 3)]
     extra = [t for t in [*clean, *pos_pool] if t.dialogue_id not in {x.dialogue_id for x in rated}]
     rd = RunDir(out, create=True)
     new_t = write_transcripts(rd, [*rated, *extra, *probed])
-    rd.update_manifest(validation={
-        "mapping": where, "mapping_sha256": sha256_file(where), "probes_file": str(probe_path),
-        "probes_sha256": sha256_file(probe_path), "sets": names, "limit": limit, "probes": probes,
-        "position_triples": len(triples), "command": command,
-    })
+    rd.update_manifest(
+        validation={
+            "mapping": where,
+            "mapping_sha256": sha256_file(where),
+            "probes_file": str(probe_path),
+            "probes_sha256": sha256_file(probe_path),
+            "sets": names,
+            "limit": limit,
+            "probes": probes,
+            "position_triples": len(triples),
+            "command": command,
+        }
+    )
     timing = dict(rd.read_manifest().get("validation_timing") or {})
     result = ValidateResult(Path(rd.path), {}, loaded, new_t)
     for spec in specs:
@@ -379,19 +442,34 @@ async def validate_async(
             if not ts:
                 continue
             t0 = time.perf_counter()
-            res = await judge_rundir_async(rd, [variant], settings=settings, levels=["agent"], progress=progress,
-                                           transcripts=ts, cards={})
+            res = await judge_rundir_async(
+                rd, [variant], settings=settings, levels=["agent"], progress=progress, transcripts=ts, cards={}
+            )
             tm = timing.setdefault(variant.name, {"units": 0, "seconds": 0.0})
             tm["units"] += res.new_units
             tm["seconds"] += res.seconds if res.new_units else 0.0
-            result.judged[variant.name] = {"new_units": res.new_units, "reused_units": res.reused_units,
-                                           "unscored_units": res.unscored_units, "seconds": round(time.perf_counter() - t0, 3)}
+            result.judged[variant.name] = {
+                "new_units": res.new_units,
+                "reused_units": res.reused_units,
+                "unscored_units": res.unscored_units,
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
         if triples:
             await position_async(rd, Judge(spec, settings), triples, progress=progress)
     rd.update_manifest(validation_timing=timing)
     report = evaluators_report(
-        rd, specs, loaded, names, limit=limit, probe_file=probe_file, clean=clean, probed=probed, triples=triples,
-        timing=timing, n_boot=n_boot, command=command,
+        rd,
+        specs,
+        loaded,
+        names,
+        limit=limit,
+        probe_file=probe_file,
+        clean=clean,
+        probed=probed,
+        triples=triples,
+        timing=timing,
+        n_boot=n_boot,
+        command=command,
     )
     write_report(rd, report)
     result.report = report
@@ -406,4 +484,3 @@ def validate(specs: list[JudgeSpec], out: str | Path, **kw: Any) -> ValidateResu
     from .run import run_sync
 
     return run_sync(validate_async(specs, out, **kw))
-

@@ -79,8 +79,9 @@ def bleu_jobs(
     return _combine(hyp_len, closest, nums, weights, epsilon)
 
 
-def _combine(hyp_len: np.ndarray, closest: np.ndarray, nums: list[np.ndarray], weights: Sequence[float],
-             epsilon: float) -> np.ndarray:
+def _combine(
+    hyp_len: np.ndarray, closest: np.ndarray, nums: list[np.ndarray], weights: Sequence[float], epsilon: float
+) -> np.ndarray:
     """BLEU from clipped match counts per order (``nums[n-1]``), hypothesis and closest reference lengths."""
     log_sum = np.zeros(len(hyp_len))
     for n, num in enumerate(nums, start=1):

@@ -124,7 +124,9 @@ def read_table(rundir) -> pd.DataFrame | None:  # type: ignore[no-untyped-def]
     try:
         df = pd.read_parquet(path)
     except Exception as exc:  # a truncated or foreign file
-        raise UserError(f"{path}: not a readable metrics table ({type(exc).__name__}); delete it and rerun `mascot-eval metrics`") from None
+        raise UserError(
+            f"{path}: not a readable metrics table ({type(exc).__name__}); delete it and rerun `mascot-eval metrics`"
+        ) from None
     if set(df.columns) != set(COLUMNS):
         raise UserError(f"{path}: columns {sorted(df.columns)} are not the metric table's {COLUMNS}; delete it and rerun")
     return df[COLUMNS]
@@ -147,8 +149,13 @@ def compute_rundir(rundir, metrics: list[str] | None = None, **kw: Any) -> pd.Da
     existing = read_table(rundir)
     manifest = rundir.manifest()
     info_old = dict(manifest.metrics) if manifest is not None else {}
-    inputs = stable_hash({"transcripts": sha256_file(rundir.transcripts_path), "code": implementation_hash(),
-                          "embedder": None if kw.get("embedder") is None else repr(kw["embedder"])})
+    inputs = stable_hash(
+        {
+            "transcripts": sha256_file(rundir.transcripts_path),
+            "code": implementation_hash(),
+            "embedder": None if kw.get("embedder") is None else repr(kw["embedder"]),
+        }
+    )
     computed_old: dict[str, str] = dict(info_old.get("computed") or {}) if existing is not None else {}
     present = set(existing["metric"].unique()) if existing is not None else set()
     fresh = [n for n in names if computed_old.get(n) == inputs and (n in present or n in (info_old.get("empty") or []))]
@@ -187,8 +194,17 @@ def compute_rundir(rundir, metrics: list[str] | None = None, **kw: Any) -> pd.Da
             info["embeddings"] = embedding_info()
         elif info_old.get("embeddings"):
             info["embeddings"] = info_old["embeddings"]
-        rundir.update_manifest(metrics=info, steps={"metrics": StepRecord(
-            status="done" if todo else "skipped", started=started, ended=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            seconds=round(seconds, 3), counts={"computed": todo, "reused": fresh, "rows": int(len(df))}, inputs_hash=inputs,
-        ).model_dump()})
+        rundir.update_manifest(
+            metrics=info,
+            steps={
+                "metrics": StepRecord(
+                    status="done" if todo else "skipped",
+                    started=started,
+                    ended=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                    seconds=round(seconds, 3),
+                    counts={"computed": todo, "reused": fresh, "rows": int(len(df))},
+                    inputs_hash=inputs,
+                ).model_dump()
+            },
+        )
     return df

@@ -135,8 +135,10 @@ class MetricContext:
         (two runs that played edited cards of one group stay apart)."""
         from ..fileio import stable_hash
 
-        return [f"{t.persona_group}#{stable_hash(sorted((n, p.prompt or p.card().prompt_block()) for n, p in t.personas.items()), 8)}"
-                for t in self.transcripts]
+        return [
+            f"{t.persona_group}#{stable_hash(sorted((n, p.prompt or p.card().prompt_block()) for n, p in t.personas.items()), 8)}"
+            for t in self.transcripts
+        ]
 
     def card_group(self, ti: int) -> str:
         return self.card_groups[ti]

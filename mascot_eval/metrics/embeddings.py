@@ -60,7 +60,9 @@ def model_dir() -> Path:
     if env:
         p = Path(env).expanduser()
         if not (p / "config.json").exists():
-            raise UserError(f"MASCOT_EMBEDDING_MODEL_DIR={env}: no config.json there; point it to a sentence-transformers model folder")
+            raise UserError(
+                f"MASCOT_EMBEDDING_MODEL_DIR={env}: no config.json there; point it to a sentence-transformers model folder"
+            )
         return p
     spec = importlib.util.find_spec(WHEEL)
     if spec is None or not spec.origin:
@@ -134,8 +136,13 @@ def _library_versions() -> dict[str, str]:
 def cache_key(dtype: str) -> str:
     """Folder name of the embedding cache: the model (wheel version or folder fingerprint), the dtype,
     and a hash of the implementation (library versions, batch size, pooling); any change makes a new key."""
-    impl = {"encoder": "sentence_transformers.SentenceTransformer.encode", "batch_size": BATCH_SIZE,
-            "normalize": True, "max_tokens": MAX_TOKENS, **_library_versions()}
+    impl = {
+        "encoder": "sentence_transformers.SentenceTransformer.encode",
+        "batch_size": BATCH_SIZE,
+        "normalize": True,
+        "max_tokens": MAX_TOKENS,
+        **_library_versions(),
+    }
     digest = hashlib.sha256(repr(sorted(impl.items())).encode()).hexdigest()[:12]
     return f"all-minilm-l6-v2-{_wheel_version()}-{dtype}-st-{digest}"
 
@@ -143,10 +150,19 @@ def cache_key(dtype: str) -> str:
 def embedding_info() -> dict[str, Any]:
     """What produced the embeddings (recorded as provenance)."""
     dtype = resolve_dtype()
-    return {"model": "sentence-transformers/all-MiniLM-L6-v2", "package": WHEEL, "version": _wheel_version(),
-            "dtype": dtype, "pooling": "mean", "normalized": True, "max_tokens": MAX_TOKENS,
-            "implementation": "sentence-transformers", "batch_size": BATCH_SIZE, "libraries": _library_versions(),
-            "cache_key": cache_key(dtype)}
+    return {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "package": WHEEL,
+        "version": _wheel_version(),
+        "dtype": dtype,
+        "pooling": "mean",
+        "normalized": True,
+        "max_tokens": MAX_TOKENS,
+        "implementation": "sentence-transformers",
+        "batch_size": BATCH_SIZE,
+        "libraries": _library_versions(),
+        "cache_key": cache_key(dtype),
+    }
 
 
 def _key(text: str) -> bytes:
@@ -177,8 +193,10 @@ class _Encoder:
             if bars:
                 hf_logging.enable_progress_bar()
         if self.model.max_seq_length != MAX_TOKENS:
-            raise UserError(f"{model_dir()}: max_seq_length is {self.model.max_seq_length}, expected {MAX_TOKENS} "
-                            "(sentence_bert_config.json); point MASCOT_EMBEDDING_MODEL_DIR to an all-MiniLM-L6-v2 folder")
+            raise UserError(
+                f"{model_dir()}: max_seq_length is {self.model.max_seq_length}, expected {MAX_TOKENS} "
+                "(sentence_bert_config.json); point MASCOT_EMBEDDING_MODEL_DIR to an all-MiniLM-L6-v2 folder"
+            )
         self.dtype = dtype
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -188,8 +206,9 @@ class _Encoder:
         if before != threads:
             torch.set_num_threads(threads)
         try:
-            vecs = self.model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True,
-                                     show_progress_bar=False)
+            vecs = self.model.encode(
+                texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            )
         finally:
             if before != threads:
                 torch.set_num_threads(before)

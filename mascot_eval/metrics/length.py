@@ -57,16 +57,63 @@ def _participation(ctx: MetricContext) -> Rows:
     return rows
 
 
-register(Metric(name="turn_length_tokens", unit="turn", higher="longer", fn=_turn_length, range=(0.0, None),
-                description="Number of tokens (lower-cased words and punctuation) in an agent turn."))
-register(Metric(name="user_turn_length_tokens", unit="round", higher="longer", fn=_user_length, range=(0.0, None),
-                description="Number of tokens in a user turn (one row per user turn, keyed by its round)."))
-register(Metric(name="agent_turns_per_round", unit="round", higher="more agents speak", fn=_agent_turns_per_round,
-                range=(0.0, None), description="Number of agent turns in a round."))
-register(Metric(name="dialogue_rounds", unit="dialogue", higher="longer dialogue", fn=_rounds, range=(1.0, None),
-                description="Number of distinct rounds in the dialogue."))
-register(Metric(name="dialogue_agent_tokens", unit="dialogue", higher="more agent text", fn=_agent_tokens,
-                range=(0.0, None), description="Total tokens over all agent turns of the dialogue."))
-register(Metric(name="agent_participation", unit="agent", higher="the agent speaks in more rounds",
-                fn=_participation, range=(0.0, 1.0),
-                description="Share of the dialogue's rounds in which the agent (from Transcript.agents) has at least one turn."))
+register(
+    Metric(
+        name="turn_length_tokens",
+        unit="turn",
+        higher="longer",
+        fn=_turn_length,
+        range=(0.0, None),
+        description="Number of tokens (lower-cased words and punctuation) in an agent turn.",
+    )
+)
+register(
+    Metric(
+        name="user_turn_length_tokens",
+        unit="round",
+        higher="longer",
+        fn=_user_length,
+        range=(0.0, None),
+        description="Number of tokens in a user turn (one row per user turn, keyed by its round).",
+    )
+)
+register(
+    Metric(
+        name="agent_turns_per_round",
+        unit="round",
+        higher="more agents speak",
+        fn=_agent_turns_per_round,
+        range=(0.0, None),
+        description="Number of agent turns in a round.",
+    )
+)
+register(
+    Metric(
+        name="dialogue_rounds",
+        unit="dialogue",
+        higher="longer dialogue",
+        fn=_rounds,
+        range=(1.0, None),
+        description="Number of distinct rounds in the dialogue.",
+    )
+)
+register(
+    Metric(
+        name="dialogue_agent_tokens",
+        unit="dialogue",
+        higher="more agent text",
+        fn=_agent_tokens,
+        range=(0.0, None),
+        description="Total tokens over all agent turns of the dialogue.",
+    )
+)
+register(
+    Metric(
+        name="agent_participation",
+        unit="agent",
+        higher="the agent speaks in more rounds",
+        fn=_participation,
+        range=(0.0, 1.0),
+        description="Share of the dialogue's rounds in which the agent (from Transcript.agents) has at least one turn.",
+    )
+)

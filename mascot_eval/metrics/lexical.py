@@ -68,12 +68,16 @@ def _make(kind: str, scope: str, n: int) -> Metric:
         return rows
 
     if kind == "distinct":
-        desc = (f"distinct-{n}: distinct {n}-grams / total {n}-grams over {_SCOPE_DOC[scope]} "
-                "(lower-cased word/punctuation tokens; n-grams within a turn). Range (0, 1].")
+        desc = (
+            f"distinct-{n}: distinct {n}-grams / total {n}-grams over {_SCOPE_DOC[scope]} "
+            "(lower-cased word/punctuation tokens; n-grams within a turn). Range (0, 1]."
+        )
         rng = (0.0, 1.0)
     else:
-        desc = (f"entropy-{n}: Shannon entropy in bits of the {n}-gram frequency distribution over "
-                f"{_SCOPE_DOC[scope]} (lower-cased word/punctuation tokens). >= 0.")
+        desc = (
+            f"entropy-{n}: Shannon entropy in bits of the {n}-gram frequency distribution over "
+            f"{_SCOPE_DOC[scope]} (lower-cased word/punctuation tokens). >= 0."
+        )
         rng = (0.0, None)
     unit = {"agent": "agent", "dialogue": "dialogue", "corpus": "corpus"}[scope]
     return Metric(name=name, unit=unit, description=desc, higher="more lexically diverse", fn=fn, range=rng)

@@ -112,8 +112,11 @@ class NgramIndex:
         counts = self.counts[n]
         if small and counts.max(initial=0) < 2**31 - 1:
             counts = counts.astype(np.int32)
-        m = sp.csr_matrix((counts, self.grams[n].astype(dt, copy=False), ip.astype(dt, copy=False)),
-                          shape=(self.n_seq + extra_rows, max(1, self.n_grams[n])), copy=False)
+        m = sp.csr_matrix(
+            (counts, self.grams[n].astype(dt, copy=False), ip.astype(dt, copy=False)),
+            shape=(self.n_seq + extra_rows, max(1, self.n_grams[n])),
+            copy=False,
+        )
         m.has_sorted_indices = True
         m.has_canonical_format = True
         return m

@@ -110,9 +110,11 @@ def _group_turns(ctx: MetricContext) -> dict[int, tuple[np.ndarray, np.ndarray, 
         out = {}
         vec = ctx.vectors
         for g, refs in by.items():
-            out[g] = (vec[[r.text_id for r in refs]].astype(np.float64),
-                      np.array([r.speaker for r in refs], dtype=object),
-                      np.array([r.ti for r in refs], dtype=np.int64))
+            out[g] = (
+                vec[[r.text_id for r in refs]].astype(np.float64),
+                np.array([r.speaker for r in refs], dtype=object),
+                np.array([r.ti for r in refs], dtype=np.int64),
+            )
         return out
 
     return ctx.memo("persona:group_turns", run)
@@ -203,43 +205,73 @@ def _separability(ctx: MetricContext) -> Rows:
     return rows
 
 
-register(Metric(
-    name="persona_similarity", unit="turn", higher="closer to the persona card", fn=_persona_similarity,
-    needs_embeddings=True, range=(-1.0, 1.0),
-    description=(
-        "Cosine similarity of MiniLM-L6 embeddings between an agent turn and its persona card text "
-        "(PersonaCard.prompt_block()). Plotted per round as persona drift."
-    ),
-))
-register(Metric(
-    name="persona_card_margin", unit="turn", higher="more in character", fn=_card_margin,
-    needs_embeddings=True, range=(-2.0, 2.0),
-    description=(
-        "persona_similarity to the speaker's own card minus the highest similarity to any other card of "
-        "the same persona group; > 0 means the turn is closer to its own persona than to the others."
-    ),
-))
-register(Metric(
-    name="persona_centroid_distance", unit="dialogue", higher="more distinct personas", fn=_centroid_dialogue,
-    needs_embeddings=True, range=(0.0, 2.0),
-    description=(
-        "Mean over agent pairs of (1 - cosine) between the agents' centroids in one dialogue; a centroid "
-        "is the L2-normalised mean of the agent's turn embeddings (MiniLM-L6). Needs two agents."
-    ),
-))
-register(Metric(
-    name="persona_centroid_distance_corpus", unit="corpus", higher="more distinct personas",
-    fn=_centroid_corpus, needs_embeddings=True, range=(0.0, 2.0),
-    description="persona_centroid_distance with centroids over all dialogues of one system on one task.",
-))
-register(Metric(
-    name="persona_separability", unit="corpus", higher="more distinct personas", fn=_separability,
-    needs_embeddings=True, range=(0.0, 1.0),
-    description=(
-        "Held-out accuracy of a nearest-centroid speaker classifier on agent-turn embeddings (MiniLM-L6) "
-        "of one system on one task: dialogues (sorted by id) are dealt round-robin into k = min(5, #dialogues) "
-        "folds; each fold's turns are classified by the highest cosine to speaker centroids built from the "
-        "other folds (a speaker absent from training can never be predicted). Chance is about 1/#agents; "
-        "collapse gives values near chance. Needs two agents and two dialogues."
-    ),
-))
+register(
+    Metric(
+        name="persona_similarity",
+        unit="turn",
+        higher="closer to the persona card",
+        fn=_persona_similarity,
+        needs_embeddings=True,
+        range=(-1.0, 1.0),
+        description=(
+            "Cosine similarity of MiniLM-L6 embeddings between an agent turn and its persona card text "
+            "(PersonaCard.prompt_block()). Plotted per round as persona drift."
+        ),
+    )
+)
+register(
+    Metric(
+        name="persona_card_margin",
+        unit="turn",
+        higher="more in character",
+        fn=_card_margin,
+        needs_embeddings=True,
+        range=(-2.0, 2.0),
+        description=(
+            "persona_similarity to the speaker's own card minus the highest similarity to any other card of "
+            "the same persona group; > 0 means the turn is closer to its own persona than to the others."
+        ),
+    )
+)
+register(
+    Metric(
+        name="persona_centroid_distance",
+        unit="dialogue",
+        higher="more distinct personas",
+        fn=_centroid_dialogue,
+        needs_embeddings=True,
+        range=(0.0, 2.0),
+        description=(
+            "Mean over agent pairs of (1 - cosine) between the agents' centroids in one dialogue; a centroid "
+            "is the L2-normalised mean of the agent's turn embeddings (MiniLM-L6). Needs two agents."
+        ),
+    )
+)
+register(
+    Metric(
+        name="persona_centroid_distance_corpus",
+        unit="corpus",
+        higher="more distinct personas",
+        fn=_centroid_corpus,
+        needs_embeddings=True,
+        range=(0.0, 2.0),
+        description="persona_centroid_distance with centroids over all dialogues of one system on one task.",
+    )
+)
+register(
+    Metric(
+        name="persona_separability",
+        unit="corpus",
+        higher="more distinct personas",
+        fn=_separability,
+        needs_embeddings=True,
+        range=(0.0, 1.0),
+        description=(
+            "Held-out accuracy of a nearest-centroid speaker classifier on agent-turn embeddings (MiniLM-L6) "
+            "of one system on one task: dialogues (sorted by id) are dealt round-robin into k = min(5, #dialogues) "
+            "folds; each fold's turns are classified by the highest cosine to speaker centroids built from the "
+            "other folds (a speaker absent from training can never be predicted). Chance is about 1/#agents; "
+            "collapse gives values near chance. Needs two agents and two dialogues."
+        ),
+    )
+)

@@ -71,27 +71,45 @@ def _cosine(ctx: MetricContext) -> Rows:
     return rows
 
 
-register(Metric(
-    name="inter_agent_selfbleu", unit="round", higher="more redundant", fn=_selfbleu, range=(0.0, 1.0),
-    description=(
-        "Self-BLEU among the agents' replies in one round: for each agent turn, sentence BLEU-4 "
-        "(uniform weights, nltk SmoothingFunction(epsilon=0.1).method1, closest-reference brevity "
-        "penalty) with the round's other agent turns as references; the round's value is the mean "
-        "over its agent turns. Tokens: lower-cased words and punctuation. Equal to nltk sentence_bleu. Range [0, 1]."
-    ),
-))
-register(Metric(
-    name="inter_agent_rougeL", unit="round", higher="more redundant", fn=_rouge, range=(0.0, 1.0),
-    description=(
-        "Mean ROUGE-L F-measure (rouge-score tokenizer, no stemming) over all unordered pairs of agent "
-        "turns in one round. Range [0, 1]."
-    ),
-))
-register(Metric(
-    name="inter_agent_cosine", unit="round", higher="more redundant", fn=_cosine, needs_embeddings=True,
-    range=(-1.0, 1.0),
-    description=(
-        "Mean cosine similarity of MiniLM-L6 sentence embeddings (mean-pooled, L2-normalised) over all "
-        "unordered pairs of agent turns in one round. Range [-1, 1]."
-    ),
-))
+register(
+    Metric(
+        name="inter_agent_selfbleu",
+        unit="round",
+        higher="more redundant",
+        fn=_selfbleu,
+        range=(0.0, 1.0),
+        description=(
+            "Self-BLEU among the agents' replies in one round: for each agent turn, sentence BLEU-4 "
+            "(uniform weights, nltk SmoothingFunction(epsilon=0.1).method1, closest-reference brevity "
+            "penalty) with the round's other agent turns as references; the round's value is the mean "
+            "over its agent turns. Tokens: lower-cased words and punctuation. Equal to nltk sentence_bleu. Range [0, 1]."
+        ),
+    )
+)
+register(
+    Metric(
+        name="inter_agent_rougeL",
+        unit="round",
+        higher="more redundant",
+        fn=_rouge,
+        range=(0.0, 1.0),
+        description=(
+            "Mean ROUGE-L F-measure (rouge-score tokenizer, no stemming) over all unordered pairs of agent "
+            "turns in one round. Range [0, 1]."
+        ),
+    )
+)
+register(
+    Metric(
+        name="inter_agent_cosine",
+        unit="round",
+        higher="more redundant",
+        fn=_cosine,
+        needs_embeddings=True,
+        range=(-1.0, 1.0),
+        description=(
+            "Mean cosine similarity of MiniLM-L6 sentence embeddings (mean-pooled, L2-normalised) over all "
+            "unordered pairs of agent turns in one round. Range [-1, 1]."
+        ),
+    )
+)

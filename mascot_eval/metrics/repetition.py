@@ -56,15 +56,27 @@ def _cosine(ctx: MetricContext) -> Rows:
     return rows
 
 
-register(Metric(
-    name="self_repetition_bleu", unit="turn", higher="more self-repetitive", fn=_bleu, range=(0.0, 1.0),
-    description=(
-        "Sentence BLEU-4 (same tokens and nltk method1 smoothing as inter_agent_selfbleu) of an agent turn "
-        "with all of the same agent's earlier turns in the dialogue as references. Range [0, 1]."
-    ),
-))
-register(Metric(
-    name="self_repetition_cosine", unit="turn", higher="more self-repetitive", fn=_cosine, needs_embeddings=True,
-    range=(-1.0, 1.0),
-    description="Maximum MiniLM-L6 cosine similarity between an agent turn and the same agent's earlier turns in the dialogue.",
-))
+register(
+    Metric(
+        name="self_repetition_bleu",
+        unit="turn",
+        higher="more self-repetitive",
+        fn=_bleu,
+        range=(0.0, 1.0),
+        description=(
+            "Sentence BLEU-4 (same tokens and nltk method1 smoothing as inter_agent_selfbleu) of an agent turn "
+            "with all of the same agent's earlier turns in the dialogue as references. Range [0, 1]."
+        ),
+    )
+)
+register(
+    Metric(
+        name="self_repetition_cosine",
+        unit="turn",
+        higher="more self-repetitive",
+        fn=_cosine,
+        needs_embeddings=True,
+        range=(-1.0, 1.0),
+        description="Maximum MiniLM-L6 cosine similarity between an agent turn and the same agent's earlier turns in the dialogue.",
+    )
+)

@@ -40,6 +40,22 @@ def json_schema(name: str) -> dict[str, Any]:
 
 
 __all__ = [
-    "AgentInfo", "CallRecord", "ComparisonRow", "Invocation", "JudgmentRow", "Manifest", "MetricRow", "PlayedPersona",
-    "RECORDS", "Record", "StepRecord", "Summary", "SystemInfo", "Transcript", "Turn", "Usage", "UsageLedger", "json_schema",
+    "AgentInfo",
+    "CallRecord",
+    "ComparisonRow",
+    "Invocation",
+    "JudgmentRow",
+    "Manifest",
+    "MetricRow",
+    "PlayedPersona",
+    "RECORDS",
+    "Record",
+    "StepRecord",
+    "Summary",
+    "SystemInfo",
+    "Transcript",
+    "Turn",
+    "Usage",
+    "UsageLedger",
+    "json_schema",
 ]

@@ -3,7 +3,7 @@ that saw three systems' dialogues of one context, anonymised as A, B, C in ``ord
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Final
 
 from pydantic import Field
 
@@ -11,7 +11,7 @@ from ..errors import UserError
 from .base import Record
 from .usage import Usage
 
-SCHEMA = "mascot-comparison/2"
+SCHEMA: Final = "mascot-comparison/2"
 OLD_SCHEMAS = ("mascot-comparison/1",)
 
 

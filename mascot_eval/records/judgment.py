@@ -11,7 +11,7 @@ on the next resume). Neither of the last two is ever a score.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Final
 
 from pydantic import Field
 
@@ -19,7 +19,7 @@ from ..errors import UserError
 from .base import Record
 from .usage import Usage
 
-SCHEMA = "mascot-judgment/2"
+SCHEMA: Final = "mascot-judgment/2"
 OLD_SCHEMAS = ("mascot-judgment/1",)
 Status = Literal["scored", "unscored", "call_failed"]
 ROW_KEY = ("dialogue_id", "judge", "level", "agent", "criterion")

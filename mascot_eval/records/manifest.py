@@ -11,7 +11,7 @@ rows), so ``cost_usd`` equals the sum of the rows' costs. ``steps`` holds what e
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Final
 
 from pydantic import Field
 
@@ -19,7 +19,7 @@ from ..errors import UserError
 from .base import Record
 from .usage import UsageLedger
 
-SCHEMA = "mascot-run/2"
+SCHEMA: Final = "mascot-run/2"
 OLD_SCHEMAS = ("mascot-run/1",)
 Status = Literal["running", "complete", "complete_with_failures", "stopped", "failed"]
 
@@ -87,7 +87,8 @@ def upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
     out["schema"] = SCHEMA
     out["invocations"] = [
         {k: v for k, v in inv.items() if k in ("started", "ended", "command", "settings", "status")}
-        for inv in d.get("invocations", []) if isinstance(inv, dict) and "started" in inv
+        for inv in d.get("invocations", [])
+        if isinstance(inv, dict) and "started" in inv
     ]
     if isinstance(d.get("metrics"), dict):
         out["metrics"] = d["metrics"]

@@ -7,11 +7,11 @@ have no ``dialogue_id``/``pair_key``). The table's columns are exactly :data:`CO
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Final
 
 from .base import Record
 
-SCHEMA = "mascot-metric/1"
+SCHEMA: Final = "mascot-metric/1"
 Unit = Literal["turn", "round", "agent", "dialogue", "corpus"]
 
 

@@ -20,13 +20,13 @@ inputs                        content hashes of the artifacts it was computed fr
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Final
 
 from pydantic import Field
 
 from .base import Record
 
-SCHEMA = "mascot-summary/2"
+SCHEMA: Final = "mascot-summary/2"
 
 
 class Estimate(Record):

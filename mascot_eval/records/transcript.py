@@ -9,7 +9,7 @@ transcripts (written before the calls and system info were recorded) are read an
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Final
 
 from pydantic import Field, field_validator
 
@@ -18,7 +18,7 @@ from ..personas import PersonaCard
 from .base import Record
 from .usage import CallRecord, Usage
 
-SCHEMA = "mascot-transcript/2"
+SCHEMA: Final = "mascot-transcript/2"
 OLD_SCHEMAS = ("mascot-transcript/1",)
 USER = "user"
 

@@ -116,7 +116,8 @@ class UsageLedger(Record):
     @classmethod
     def of(cls, items: Iterable[tuple[str, str, Usage | None]]) -> UsageLedger:
         """Ledger of ``(tag, spec, usage)`` items; every total is an exact sum of the items."""
-        items = [(tag, spec, u) for tag, spec, u in items if u is not None]
+        kept: list[tuple[str, str, Usage]] = [(tag, spec, u) for tag, spec, u in items if u is not None]
+        items = kept
         by_tag: dict[str, list[Usage]] = {}
         by_spec: dict[str, list[Usage]] = {}
         for tag, spec, u in items:

@@ -56,11 +56,20 @@ def leaderboard_frame(summary: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for (label, split), g in est.groupby(["label", "split"], sort=True):
         by_m = g.set_index("measure")
-        tasks = sorted(set(task_est[(task_est["label"] == label) & (task_est["split"] == split)]["task"])) if not task_est.empty else []
+        tasks = (
+            sorted(set(task_est[(task_est["label"] == label) & (task_est["split"] == split)]["task"]))
+            if not task_est.empty
+            else []
+        )
         n_dlg = int(dlg[(dlg["label"] == label) & (dlg["split"] == split)]["dialogues"].sum()) if not dlg.empty else 0
         row: dict[str, Any] = {
-            "run_id": runs.get(label, ""), "system": label, "split": split, "tasks": ";".join(tasks),
-            "judges": ";".join(summary.get("judges", [])), "dialogues": n_dlg, "reference": ref or "",
+            "run_id": runs.get(label, ""),
+            "system": label,
+            "split": split,
+            "tasks": ";".join(tasks),
+            "judges": ";".join(summary.get("judges", [])),
+            "dialogues": n_dlg,
+            "reference": ref or "",
         }
         for m in measures:
             if m in by_m.index:
@@ -140,8 +149,10 @@ def markdown_tables(frame: pd.DataFrame, summary: dict[str, Any], data: Any = No
             if not any(m in g.columns and g[m].notna().any() for m in ms):
                 continue
             header = ["System"] + [measure_title(m) for m in ms] + ["n"]
-            rows = [[str(r["system"])] + [cell(r, m) if m in g.columns else "–" for m in ms] + [str(r.get(f"{level}.overall.n", ""))]
-                    for _, r in g.iterrows()]
+            rows = [
+                [str(r["system"])] + [cell(r, m) if m in g.columns else "–" for m in ms] + [str(r.get(f"{level}.overall.n", ""))]
+                for _, r in g.iterrows()
+            ]
             parts.append(f"### {level.capitalize()}-level, {split}\n\n" + _md_table(header, rows))
         metric_cols = [c for c in g.columns if c.startswith("metric.") and c.count(".") == 1 and g[c].notna().any()]
         if metric_cols:
@@ -150,11 +161,19 @@ def markdown_tables(frame: pd.DataFrame, summary: dict[str, Any], data: Any = No
             parts.append(f"### Automatic metrics, {split}\n\n" + _md_table(header, rows))
     paper = paper_comparison(summary)
     for (task, level), df in paper.items():
-        parts.append(f"### {task}, {level}-level, beside the paper ({PAPER_CITATION})\n\n" + _md_table(list(df.columns), df.values.tolist()))
+        parts.append(
+            f"### {task}, {level}-level, beside the paper ({PAPER_CITATION})\n\n"
+            + _md_table(list(df.columns), df.values.tolist())
+        )
     parts.extend(ablation_markdown(summary))
     if data is not None:
-        parts.extend(extra_markdown(data, n_boot=int((summary.get("bootstrap") or {}).get("n_boot") or 1000),
-                                    seed=int((summary.get("bootstrap") or {}).get("seed") or 0)))
+        parts.extend(
+            extra_markdown(
+                data,
+                n_boot=int((summary.get("bootstrap") or {}).get("n_boot") or 1000),
+                seed=int((summary.get("bootstrap") or {}).get("seed") or 0),
+            )
+        )
     return "\n\n".join(parts) + "\n"
 
 
@@ -183,11 +202,16 @@ def ablation_markdown(summary: dict[str, Any]) -> list[str]:
         rows = []
         for _, r in df.iterrows():
             crit = "Overall" if r["criterion"] == "overall" else str(r["criterion"]).capitalize()
-            rows.append([str(r["level"]), crit] + [est_cell(r, f"{lab}.") for lab in labels]
-                        + [_num(r[f"paper.{s}"]) for s in ABLATION_SYSTEMS])
-        out.append(f"### Ablations, {split}, beside the paper ({PAPER_CITATION}; approx., dataset not stated)\n\n"
-                   "Ours: mean ± std [95% cluster-bootstrap interval] n contexts; the paper gives means only.\n\n"
-                   + _md_table(header, rows))
+            rows.append(
+                [str(r["level"]), crit]
+                + [est_cell(r, f"{lab}.") for lab in labels]
+                + [_num(r[f"paper.{s}"]) for s in ABLATION_SYSTEMS]
+            )
+        out.append(
+            f"### Ablations, {split}, beside the paper ({PAPER_CITATION}; approx., dataset not stated)\n\n"
+            "Ours: mean ± std [95% cluster-bootstrap interval] n contexts; the paper gives means only.\n\n"
+            + _md_table(header, rows)
+        )
     return out
 
 
@@ -200,12 +224,18 @@ def decisions_markdown(transcripts: Any, labels: dict | None = None) -> list[str
     if not rows:
         return []
     header = ["System", "Decision", "Mode", "n"] + list(SOURCES) + ["Valid", "Rounds not round-robin"]
-    body = [[r["system"], r["decision"], r["mode"], str(r["decisions"])] + [str(r[s]) for s in SOURCES]
-            + ["–" if r["valid_share"] is None else f"{r['valid_share']:.0%}", r["not_round_robin"] or "–"] for r in rows]
-    parts = ["### Decisions (how each Director / MultiAgentESC decision was made)\n\n"
-             "constrained = choice scoring or JSON schema (valid by construction), parsed = free text valid at once, "
-             "reasked = valid after one re-ask, fallback = the documented fallback; valid = not a fallback.\n\n"
-             + _md_table(header, body)]
+    body = [
+        [r["system"], r["decision"], r["mode"], str(r["decisions"])]
+        + [str(r[s]) for s in SOURCES]
+        + ["–" if r["valid_share"] is None else f"{r['valid_share']:.0%}", r["not_round_robin"] or "–"]
+        for r in rows
+    ]
+    parts = [
+        "### Decisions (how each Director / MultiAgentESC decision was made)\n\n"
+        "constrained = choice scoring or JSON schema (valid by construction), parsed = free text valid at once, "
+        "reasked = valid after one re-ask, fallback = the documented fallback; valid = not a fallback.\n\n"
+        + _md_table(header, body)
+    ]
     dist = []
     for label, row in stats.items():
         d = row.get("director")
@@ -224,9 +254,11 @@ def heatmap_markdown(df: pd.DataFrame, label: str, measure: str) -> str:
     profiles = list(dict.fromkeys(df["profile"]))
     cell = {(p, a): f"{m:.1f} (n={int(n)})" for p, a, m, n in zip(df["profile"], df["agent"], df["mean"], df["n"])}
     rows = [[p] + [cell.get((p, a), "–") for a in agents] for p in profiles]
-    return (f"### {label}: {measure_title(measure)} ({measure}) by user MBTI profile x agent (paper Section 5.9 layout)\n\n"
-            "0-100 judge means, n = dialogues per cell; the paper's values are not transcribed (results/paper/README.md).\n\n"
-            + _md_table(["Profile"] + agents, rows))
+    return (
+        f"### {label}: {measure_title(measure)} ({measure}) by user MBTI profile x agent (paper Section 5.9 layout)\n\n"
+        "0-100 judge means, n = dialogues per cell; the paper's values are not transcribed (results/paper/README.md).\n\n"
+        + _md_table(["Profile"] + agents, rows)
+    )
 
 
 def sensitivity_markdown(table: pd.DataFrame) -> str:
@@ -235,15 +267,21 @@ def sensitivity_markdown(table: pd.DataFrame) -> str:
 
     header = ["System", "Director model", "Speaker model", "Dialogues"] + [
         ("Collective (group Overall)" if m == "group.overall" else "Persona (agent Overall)" if m == "agent.overall" else m)
-        for m in SENSITIVITY_MEASURES]
-    rows = [[str(r["label"]), str(r["director_model"]), str(r["speaker_model"]), str(r["dialogues"])]
-            + [est_cell(r, f"{m}.") for m in SENSITIVITY_MEASURES] for _, r in table.iterrows()]
+        for m in SENSITIVITY_MEASURES
+    ]
+    rows = [
+        [str(r["label"]), str(r["director_model"]), str(r["speaker_model"]), str(r["dialogues"])]
+        + [est_cell(r, f"{m}.") for m in SENSITIVITY_MEASURES]
+        for _, r in table.iterrows()
+    ]
     pub = paper_sensitivity()
     prow = [[str(r["factor"]).capitalize(), str(r["size"]), _num(r["collective"]), _num(r["persona"])] for _, r in pub.iterrows()]
-    return ("### Model-size sensitivity (ours)\n\nmean ± std [95% cluster-bootstrap interval] n contexts.\n\n"
-            + _md_table(header, rows)
-            + f"\n\n### Model-size sensitivity, the paper ({PAPER_CITATION}, Section 5.8; approx., read off its chart; "
-            "the role not varied at 8B)\n\n" + _md_table(["Varied", "Size", "Collective", "Persona"], prow))
+    return (
+        "### Model-size sensitivity (ours)\n\nmean ± std [95% cluster-bootstrap interval] n contexts.\n\n"
+        + _md_table(header, rows)
+        + f"\n\n### Model-size sensitivity, the paper ({PAPER_CITATION}, Section 5.8; approx., read off its chart; "
+        "the role not varied at 8B)\n\n" + _md_table(["Varied", "Size", "Collective", "Persona"], prow)
+    )
 
 
 def extra_markdown(data: Any, *, n_boot: int = 1000, seed: int = 0) -> list[str]:
@@ -282,9 +320,14 @@ def paper_comparison(summary: dict[str, Any]) -> dict[tuple[str, str], pd.DataFr
             rows = []
             for label, g in ours.groupby("label", sort=True):
                 e = g.set_index("measure")
-                rows.append(["ours", label] + [
-                    f"{e.loc[m, 'mean']:.1f} [{_num(e.loc[m, 'lo'])}, {_num(e.loc[m, 'hi'])}]" if m in e.index else "–" for m in ms
-                ] + [str(int(e["n"].max()))])
+                rows.append(
+                    ["ours", label]
+                    + [
+                        f"{e.loc[m, 'mean']:.1f} [{_num(e.loc[m, 'lo'])}, {_num(e.loc[m, 'hi'])}]" if m in e.index else "–"
+                        for m in ms
+                    ]
+                    + [str(int(e["n"].max()))]
+                )
             ours_norm = {norm_system(lab.split("@")[0]) for lab in ours["label"]}
             for _, r in pub.iterrows():
                 tag = "paper" + (" (approx.)" if bool(r.get("approx")) else "")

@@ -75,8 +75,15 @@ def bars(est: list[dict], measures: Sequence[str], title: str, *, ylabel: str = 
         lo = np.array([sub.loc[m, "lo"] if m in sub.index else np.nan for m in ms], dtype=float)
         hi = np.array([sub.loc[m, "hi"] if m in sub.index else np.nan for m in ms], dtype=float)
         yerr = np.vstack([np.clip(means - lo, 0, None), np.clip(hi - means, 0, None)])
-        ax.bar(x + (i - (len(labels) - 1) / 2) * width, means, width, yerr=np.nan_to_num(yerr), capsize=3,
-               label=lab, color=colors[lab])
+        ax.bar(
+            x + (i - (len(labels) - 1) / 2) * width,
+            means,
+            width,
+            yerr=np.nan_to_num(yerr),
+            capsize=3,
+            label=lab,
+            color=colors[lab],
+        )
     ax.set_xticks(x, [m.split(".", 1)[1] for m in ms], rotation=20, ha="right")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -134,8 +141,9 @@ def per_round(series: list[dict], title: str, ylabel: str, *, by: str = "label")
     return to_data_uri(fig)
 
 
-def panels(data: dict[str, dict[str, Sequence[tuple[float, float]]]], title: str, *,
-           xlabels: dict[str, str] | None = None) -> str | None:
+def panels(
+    data: dict[str, dict[str, Sequence[tuple[float, float]]]], title: str, *, xlabels: dict[str, str] | None = None
+) -> str | None:
     """Small multiples: one axis per panel, one line per series of (x, y) points (training logs)."""
     data = {k: v for k, v in data.items() if any(len(pts) for pts in v.values())}
     if not data:
@@ -157,7 +165,7 @@ def panels(data: dict[str, dict[str, Sequence[tuple[float, float]]]], title: str
         ax.grid(alpha=0.3)
         if len(series) > 1:
             ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(data):]:
+    for ax in list(axes.flat)[len(data) :]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -209,5 +217,4 @@ def stacked_shares(rows: list[dict], title: str) -> str | None:
     return to_data_uri(fig)
 
 
-FIGURES = {"bars": bars, "radar": radar, "per_round": per_round, "panels": panels, "hbar": hbar,
-           "stacked_shares": stacked_shares}
+FIGURES = {"bars": bars, "radar": radar, "per_round": per_round, "panels": panels, "hbar": hbar, "stacked_shares": stacked_shares}

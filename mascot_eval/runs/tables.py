@@ -28,8 +28,22 @@ from ..records.judgment import latest_rows
 from .rundir import RunDir
 
 UNIT_COLUMNS = [
-    "label", "system", "run_id", "task", "split", "domain", "context_id", "pair_key", "cluster",
-    "dialogue_id", "measure", "level", "name", "agent", "judge", "value",
+    "label",
+    "system",
+    "run_id",
+    "task",
+    "split",
+    "domain",
+    "context_id",
+    "pair_key",
+    "cluster",
+    "dialogue_id",
+    "measure",
+    "level",
+    "name",
+    "agent",
+    "judge",
+    "value",
 ]
 ALL_JUDGES = "all"
 
@@ -37,8 +51,7 @@ ALL_JUDGES = "all"
 def _judge_measures() -> list[str]:
     from ..criteria import AGENT_CRITERIA, GROUP_CRITERIA
 
-    return ([f"agent.{c}" for c in AGENT_CRITERIA] + ["agent.overall"]
-            + [f"group.{c}" for c in GROUP_CRITERIA] + ["group.overall"])
+    return [f"agent.{c}" for c in AGENT_CRITERIA] + ["agent.overall"] + [f"group.{c}" for c in GROUP_CRITERIA] + ["group.overall"]
 
 
 JUDGE_MEASURES = _judge_measures()
@@ -72,8 +85,6 @@ def _cluster(task: str, context_id: str) -> str:
     return f"{task}:{context_id}"
 
 
-
-
 def judgment_units(rows: Iterable[dict[str, Any]], *, run_id: str = "") -> tuple[pd.DataFrame, dict[str, Counter]]:
     """Judgment rows -> unit rows per judge and judge-mean (judge == "all"), with overall."""
     scored: list[dict[str, Any]] = []
@@ -85,13 +96,23 @@ def judgment_units(rows: Iterable[dict[str, Any]], *, run_id: str = "") -> tuple
         level = r.get("level")
         if level not in ("agent", "group"):
             continue
-        scored.append({
-            "system": r["system"], "run_id": run_id, "task": r["task"], "split": r["split"],
-            "domain": r.get("domain", ""), "context_id": str(r["context_id"]), "pair_key": r["pair_key"],
-            "dialogue_id": r["dialogue_id"], "level": level, "name": r["criterion"],
-            "agent": r.get("agent") if level == "agent" else None, "judge": r["judge"],
-            "value": float(r["score_100"]),
-        })
+        scored.append(
+            {
+                "system": r["system"],
+                "run_id": run_id,
+                "task": r["task"],
+                "split": r["split"],
+                "domain": r.get("domain", ""),
+                "context_id": str(r["context_id"]),
+                "pair_key": r["pair_key"],
+                "dialogue_id": r["dialogue_id"],
+                "level": level,
+                "name": r["criterion"],
+                "agent": r.get("agent") if level == "agent" else None,
+                "judge": r["judge"],
+                "value": float(r["score_100"]),
+            }
+        )
     if not scored:
         return pd.DataFrame(columns=UNIT_COLUMNS), unscored
     df = pd.DataFrame(scored)
@@ -158,7 +179,9 @@ def read_metrics(rundir: RunDir) -> pd.DataFrame:
     csv = rundir.path / "metrics.csv"
     if csv.exists():
         return pd.read_csv(csv)
-    return pd.DataFrame(columns=["dialogue_id", "pair_key", "system", "task", "split", "domain", "agent", "round", "metric", "value", "unit"])
+    return pd.DataFrame(
+        columns=["dialogue_id", "pair_key", "system", "task", "split", "domain", "agent", "round", "metric", "value", "unit"]
+    )
 
 
 def load_runs(paths: Sequence[str | RunDir]) -> RunData:
@@ -197,7 +220,11 @@ def load_runs(paths: Sequence[str | RunDir]) -> RunData:
     for s, runs in systems_in.items():
         for rid in runs:
             labels[(rid, s)] = s if len(runs) == 1 else f"{s}@{rid}"
-    units = pd.concat([u for u in unit_parts if not u.empty], ignore_index=True) if any(not u.empty for u in unit_parts) else pd.DataFrame(columns=UNIT_COLUMNS)
+    units = (
+        pd.concat([u for u in unit_parts if not u.empty], ignore_index=True)
+        if any(not u.empty for u in unit_parts)
+        else pd.DataFrame(columns=UNIT_COLUMNS)
+    )
     if not units.empty:
         units["label"] = [labels.get((r, s), s) for r, s in zip(units["run_id"], units["system"])]
     metrics = pd.concat(metric_parts, ignore_index=True) if metric_parts else pd.DataFrame()
@@ -205,6 +232,13 @@ def load_runs(paths: Sequence[str | RunDir]) -> RunData:
         metrics["label"] = [labels.get((r, s), s) for r, s in zip(metrics["run_id"], metrics["system"])]
     judges = sorted({str(r.get("judge")) for r in judgments if r.get("judge")})
     return RunData(
-        units=units, metrics=metrics, judgments=judgments, transcripts=transcripts, comparisons=comparisons,
-        manifests=manifests, labels=labels, unscored=unscored, judges=judges,
+        units=units,
+        metrics=metrics,
+        judgments=judgments,
+        transcripts=transcripts,
+        comparisons=comparisons,
+        manifests=manifests,
+        labels=labels,
+        unscored=unscored,
+        judges=judges,
     )

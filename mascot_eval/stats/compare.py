@@ -22,9 +22,26 @@ from .paired import cohens_dz, holm, paired_permutation_test, wilcoxon_signed_ra
 
 TESTS = ("wilcoxon", "permutation")
 COMPARE_COLUMNS = [
-    "split", "measure", "a", "b", "n_pairs", "mean_a", "mean_b", "mean_diff", "diff_lo", "diff_hi",
-    "wilcoxon_stat", "wilcoxon_p", "wilcoxon_method", "perm_p", "perm_method", "rank_biserial", "cohen_dz",
-    "test", "p", "p_holm",
+    "split",
+    "measure",
+    "a",
+    "b",
+    "n_pairs",
+    "mean_a",
+    "mean_b",
+    "mean_diff",
+    "diff_lo",
+    "diff_hi",
+    "wilcoxon_stat",
+    "wilcoxon_p",
+    "wilcoxon_method",
+    "perm_p",
+    "perm_method",
+    "rank_biserial",
+    "cohen_dz",
+    "test",
+    "p",
+    "p_holm",
 ]
 
 
@@ -42,12 +59,14 @@ def paired_frame(dv: pd.DataFrame, a: str, b: str, measure: str, split: str | No
     va = sel[sel["label"] == a].set_index("pair_key")
     vb = sel[sel["label"] == b].set_index("pair_key")
     shared = va.index.intersection(vb.index)
-    return pd.DataFrame({
-        "pair_key": shared,
-        "cluster": va.loc[shared, "cluster"].to_numpy(),
-        "a": va.loc[shared, "value"].to_numpy(float),
-        "b": vb.loc[shared, "value"].to_numpy(float),
-    })
+    return pd.DataFrame(
+        {
+            "pair_key": shared,
+            "cluster": va.loc[shared, "cluster"].to_numpy(),
+            "a": va.loc[shared, "value"].to_numpy(float),
+            "b": vb.loc[shared, "value"].to_numpy(float),
+        }
+    )
 
 
 def compare_pair(pf: pd.DataFrame, *, test: str = "wilcoxon", n_boot: int = 2000, seed: int = 0) -> dict:
@@ -65,10 +84,15 @@ def compare_pair(pf: pd.DataFrame, *, test: str = "wilcoxon", n_boot: int = 2000
         "mean_diff": float(d.mean()) if d.size else float("nan"),
         "diff_lo": est.lo if est else float("nan"),
         "diff_hi": est.hi if est else float("nan"),
-        "wilcoxon_stat": w.statistic, "wilcoxon_p": w.p, "wilcoxon_method": w.method,
-        "perm_p": perm.p, "perm_method": perm.method,
-        "rank_biserial": w.rank_biserial, "cohen_dz": cohens_dz(d),
-        "test": test, "p": w.p if test == "wilcoxon" else perm.p,
+        "wilcoxon_stat": w.statistic,
+        "wilcoxon_p": w.p,
+        "wilcoxon_method": w.method,
+        "perm_p": perm.p,
+        "perm_method": perm.method,
+        "rank_biserial": w.rank_biserial,
+        "cohen_dz": cohens_dz(d),
+        "test": test,
+        "p": w.p if test == "wilcoxon" else perm.p,
     }
 
 

@@ -57,9 +57,18 @@ def decision_stats(transcripts: Iterable[Any], labels: dict[tuple[str, str], str
         d = (t.stats or {}).get("director")
         if d is not None:
             agg = row["director"] or {
-                "mode": Counter(), "decisions": 0, "sources": Counter({s: 0 for s in SOURCES}), "round_ends": 0,
-                "invalid_reasons": Counter(), "speakers": Counter(), "first_speakers": Counter(), "actions": Counter(),
-                "tones": Counter(), "rounds": 0, "rounds_not_round_robin": 0, "speakers_per_round": Counter(),
+                "mode": Counter(),
+                "decisions": 0,
+                "sources": Counter({s: 0 for s in SOURCES}),
+                "round_ends": 0,
+                "invalid_reasons": Counter(),
+                "speakers": Counter(),
+                "first_speakers": Counter(),
+                "actions": Counter(),
+                "tones": Counter(),
+                "rounds": 0,
+                "rounds_not_round_robin": 0,
+                "speakers_per_round": Counter(),
             }
             row["director"] = agg
             agg["mode"][d.get("mode") or "text"] += 1
@@ -68,8 +77,11 @@ def decision_stats(transcripts: Iterable[Any], labels: dict[tuple[str, str], str
             agg["invalid_reasons"].update(d.get("invalid_reasons") or {})
             src = d.get("sources")
             if src is None:  # transcripts written before sources were recorded
-                src = {"parsed": d.get("valid_first", 0), "reasked": d.get("valid_after_reask", 0),
-                       "fallback": d.get("fallbacks", 0)}
+                src = {
+                    "parsed": d.get("valid_first", 0),
+                    "reasked": d.get("valid_after_reask", 0),
+                    "fallback": d.get("fallbacks", 0),
+                }
             agg["sources"].update({k: int(v) for k, v in src.items()})
             for _rnd, turns in sorted(t.rounds().items()):
                 spoken = [x.speaker for x in turns if not x.is_user]
@@ -87,9 +99,13 @@ def decision_stats(transcripts: Iterable[Any], labels: dict[tuple[str, str], str
                     agg["tones"][x.directive.get("tone", "")] += 1
         m = (t.stats or {}).get("multiagentesc")
         if m is not None:
-            agg = row["multiagentesc"] or {"mode": Counter(), "strategy_sources": Counter({s: 0 for s in SOURCES}),
-                                           "vote_sources": Counter({s: 0 for s in SOURCES}), "strategies": Counter(),
-                                           "selection_fallbacks": 0}
+            agg = row["multiagentesc"] or {
+                "mode": Counter(),
+                "strategy_sources": Counter({s: 0 for s in SOURCES}),
+                "vote_sources": Counter({s: 0 for s in SOURCES}),
+                "strategies": Counter(),
+                "selection_fallbacks": 0,
+            }
             row["multiagentesc"] = agg
             agg["mode"][m.get("mode") or "text"] += 1
             agg["selection_fallbacks"] += int(m.get("selection_fallbacks", 0))
@@ -99,10 +115,10 @@ def decision_stats(transcripts: Iterable[Any], labels: dict[tuple[str, str], str
             else:  # older transcripts: only the fallback counters
                 n_turns = len(t.agent_turns)
                 n_votes = sum(len(x.meta.get("votes") or {}) for x in t.agent_turns)
-                agg["strategy_sources"].update({"fallback": m.get("strategy_fallbacks", 0),
-                                                "parsed": n_turns - m.get("strategy_fallbacks", 0)})
-                agg["vote_sources"].update({"fallback": m.get("invalid_votes", 0),
-                                            "parsed": n_votes - m.get("invalid_votes", 0)})
+                agg["strategy_sources"].update(
+                    {"fallback": m.get("strategy_fallbacks", 0), "parsed": n_turns - m.get("strategy_fallbacks", 0)}
+                )
+                agg["vote_sources"].update({"fallback": m.get("invalid_votes", 0), "parsed": n_votes - m.get("invalid_votes", 0)})
             for x in t.agent_turns:
                 if x.meta.get("strategy"):
                     agg["strategies"][x.meta["strategy"]] += 1
@@ -112,19 +128,31 @@ def decision_stats(transcripts: Iterable[Any], labels: dict[tuple[str, str], str
             fb = int(d["sources"]["fallback"])
             n = d["decisions"]
             row["director"] = {
-                "mode": dict(d["mode"]), "decisions": n, "sources": {s: int(d["sources"][s]) for s in SOURCES},
-                "valid": n - fb, "valid_share": _share(n - fb, n), "fallbacks": fb, "fallback_share": _share(fb, n),
-                "round_ends": d["round_ends"], "invalid_reasons": _counts(d["invalid_reasons"]),
-                "speakers": _counts(d["speakers"]), "first_speakers": _counts(d["first_speakers"]),
-                "actions": _counts(d["actions"]), "tones": _counts(d["tones"]), "rounds": d["rounds"],
+                "mode": dict(d["mode"]),
+                "decisions": n,
+                "sources": {s: int(d["sources"][s]) for s in SOURCES},
+                "valid": n - fb,
+                "valid_share": _share(n - fb, n),
+                "fallbacks": fb,
+                "fallback_share": _share(fb, n),
+                "round_ends": d["round_ends"],
+                "invalid_reasons": _counts(d["invalid_reasons"]),
+                "speakers": _counts(d["speakers"]),
+                "first_speakers": _counts(d["first_speakers"]),
+                "actions": _counts(d["actions"]),
+                "tones": _counts(d["tones"]),
+                "rounds": d["rounds"],
                 "rounds_not_round_robin": d["rounds_not_round_robin"],
                 "not_round_robin_share": _share(d["rounds_not_round_robin"], d["rounds"]),
                 "speakers_per_round": {str(k): v for k, v in sorted(d["speakers_per_round"].items())},
             }
         m = row["multiagentesc"]
         if m is not None:
-            out_m: dict[str, Any] = {"mode": dict(m["mode"]), "strategies": _counts(m["strategies"]),
-                                     "selection_fallbacks": m["selection_fallbacks"]}
+            out_m: dict[str, Any] = {
+                "mode": dict(m["mode"]),
+                "strategies": _counts(m["strategies"]),
+                "selection_fallbacks": m["selection_fallbacks"],
+            }
             for key in ("strategy_sources", "vote_sources"):
                 c = {s: int(m[key][s]) for s in SOURCES}
                 n = sum(c.values())
@@ -145,14 +173,17 @@ def fallback_warnings(stats: dict[str, dict[str, Any]], max_share: float = DEFAU
             lines.append(
                 f"warning: the Director of {label} fell back on {d['fallbacks']} of {d['decisions']} decisions "
                 f"({d['fallback_share']:.0%}, above {max_share:.0%}); those turns follow the fixed fallback order, "
-                f"not the Director (mode {', '.join(d['mode'])}; see stats.director.invalid_reasons)")
+                f"not the Director (mode {', '.join(d['mode'])}; see stats.director.invalid_reasons)"
+            )
         m = row.get("multiagentesc")
         if m:
             for what in ("strategy", "vote"):
                 n, c = m[f"{what}_decisions"], m[f"{what}_sources"]["fallback"]
                 if n and c / n > max_share:
-                    lines.append(f"warning: {label} fell back on {c} of {n} {what} decisions ({c / n:.0%}, above "
-                                 f"{max_share:.0%}; mode {', '.join(m['mode'])})")
+                    lines.append(
+                        f"warning: {label} fell back on {c} of {n} {what} decisions ({c / n:.0%}, above "
+                        f"{max_share:.0%}; mode {', '.join(m['mode'])})"
+                    )
     return lines
 
 
@@ -162,13 +193,29 @@ def decision_rows(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for label, row in stats.items():
         d = row.get("director")
         if d:
-            rows.append({"system": label, "decision": "director", "mode": ",".join(d["mode"]), "decisions": d["decisions"],
-                         **{s: d["sources"][s] for s in SOURCES}, "valid_share": d["valid_share"],
-                         "not_round_robin": f"{d['rounds_not_round_robin']}/{d['rounds']}"})
+            rows.append(
+                {
+                    "system": label,
+                    "decision": "director",
+                    "mode": ",".join(d["mode"]),
+                    "decisions": d["decisions"],
+                    **{s: d["sources"][s] for s in SOURCES},
+                    "valid_share": d["valid_share"],
+                    "not_round_robin": f"{d['rounds_not_round_robin']}/{d['rounds']}",
+                }
+            )
         m = row.get("multiagentesc")
         if m:
             for what in ("strategy", "vote"):
-                rows.append({"system": label, "decision": what, "mode": ",".join(m["mode"]),
-                             "decisions": m[f"{what}_decisions"], **{s: m[f"{what}_sources"][s] for s in SOURCES},
-                             "valid_share": m[f"{what}_valid_share"], "not_round_robin": ""})
+                rows.append(
+                    {
+                        "system": label,
+                        "decision": what,
+                        "mode": ",".join(m["mode"]),
+                        "decisions": m[f"{what}_decisions"],
+                        **{s: m[f"{what}_sources"][s] for s in SOURCES},
+                        "valid_share": m[f"{what}_valid_share"],
+                        "not_round_robin": "",
+                    }
+                )
     return rows

@@ -73,8 +73,7 @@ def _profiles(data: RunData) -> dict[tuple[str, str], str]:
     return {(run_id, t.dialogue_id): (t.user_profile or "-") for run_id, t in data.transcripts}
 
 
-def mbti_heatmap(data: RunData, label: str, measure: str = "agent.overall", *, n_boot: int = 1000,
-                 seed: int = 0) -> pd.DataFrame:
+def mbti_heatmap(data: RunData, label: str, measure: str = "agent.overall", *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Long table: ``profile, agent, mean, std, lo, hi, n`` (n = dialogues in the cell, the
     interval over contexts), with ``profile == "all"`` / ``agent == "all"`` margins. Profiles in
     MBTI order (others after); agents in the group's order."""
@@ -95,8 +94,10 @@ def mbti_heatmap(data: RunData, label: str, measure: str = "agent.overall", *, n
     agent_order = _agent_order(data, label)
     p_rank = {p: i for i, p in enumerate(MBTI_TYPES)}
     df["_p"] = [len(MBTI_TYPES) + 1 if p == "all" else p_rank.get(p, len(MBTI_TYPES)) for p in df["profile"]]
-    df["_a"] = [len(agent_order) + 1 if a == "all" else (agent_order.index(a) if a in agent_order else len(agent_order))
-                for a in df["agent"]]
+    df["_a"] = [
+        len(agent_order) + 1 if a == "all" else (agent_order.index(a) if a in agent_order else len(agent_order))
+        for a in df["agent"]
+    ]
     return df.sort_values(["_p", "profile", "_a", "agent"]).drop(columns=["_p", "_a"])[cols].reset_index(drop=True)
 
 
@@ -137,8 +138,9 @@ def _role_models(manifest: dict[str, Any], system: str) -> tuple[str | None, str
 SENSITIVITY_MEASURES = ("group.overall", "agent.overall")
 
 
-def sensitivity_table(data: RunData, measures: tuple[str, ...] = SENSITIVITY_MEASURES, *, n_boot: int = 1000,
-                      seed: int = 0) -> pd.DataFrame:
+def sensitivity_table(
+    data: RunData, measures: tuple[str, ...] = SENSITIVITY_MEASURES, *, n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """One row per (run, system) whose run recorded a Director model: ``run_id, system, label,
     director_model, speaker_model, dialogues`` and per measure ``<measure>.mean/.std/.lo/.hi/.n``."""
     rows = []
@@ -153,8 +155,14 @@ def sensitivity_table(data: RunData, measures: tuple[str, ...] = SENSITIVITY_MEA
             continue
         director, speaker = _role_models(manifest, system)
         label = data.label_of(run_id, system)
-        row: dict[str, Any] = {"run_id": run_id, "system": system, "label": label, "director_model": director,
-                               "speaker_model": speaker, "dialogues": n_dlg}
+        row: dict[str, Any] = {
+            "run_id": run_id,
+            "system": system,
+            "label": label,
+            "director_model": director,
+            "speaker_model": speaker,
+            "dialogues": n_dlg,
+        }
         sub = u[(u["run_id"] == run_id) & (u["system"] == system)] if not u.empty else u
         for m in measures:
             g = sub[sub["measure"] == m] if not sub.empty else sub
@@ -162,8 +170,9 @@ def sensitivity_table(data: RunData, measures: tuple[str, ...] = SENSITIVITY_MEA
             for k in EST:
                 row[f"{m}.{k}"] = None if e is None or e.empty else e.iloc[0][k]
         rows.append(row)
-    cols = ["run_id", "system", "label", "director_model", "speaker_model", "dialogues"] + \
-        [f"{m}.{k}" for m in measures for k in EST]
+    cols = ["run_id", "system", "label", "director_model", "speaker_model", "dialogues"] + [
+        f"{m}.{k}" for m in measures for k in EST
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 

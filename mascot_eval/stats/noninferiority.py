@@ -48,8 +48,17 @@ class GateBound:
     crit: float  # t critical value used
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"diff": self.diff, "lo": self.lo, "hi": self.hi, "se": self.se, "sd": self.sd, "n": self.n,
-                "n_obs": self.n_obs, "alpha": self.alpha, "crit": self.crit}
+        return {
+            "diff": self.diff,
+            "lo": self.lo,
+            "hi": self.hi,
+            "se": self.se,
+            "sd": self.sd,
+            "n": self.n,
+            "n_obs": self.n_obs,
+            "alpha": self.alpha,
+            "crit": self.crit,
+        }
 
 
 def bonferroni(alpha: float, k: int) -> float:
@@ -69,8 +78,9 @@ def t_crit(alpha: float, n: int) -> float:
     return float(student_t.ppf(1.0 - alpha, n - 1))
 
 
-def cluster_bootstrap_se(values: Sequence[float], clusters: Sequence[object], *, n_boot: int = 2000,
-                         seed: int = 0) -> tuple[float, float, int]:
+def cluster_bootstrap_se(
+    values: Sequence[float], clusters: Sequence[object], *, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, int]:
     """(mean, bootstrap standard error, number of clusters) of the observation-weighted mean, resampling
     whole clusters with replacement (the estimator of :func:`mascot_eval.stats.bootstrap.bootstrap_mean`)."""
     x = np.asarray(values, dtype=float)
@@ -89,8 +99,7 @@ def cluster_bootstrap_se(values: Sequence[float], clusters: Sequence[object], *,
     return mean, float(boot.std(ddof=1)), k
 
 
-def gate_bound(d: Sequence[float], clusters: Sequence[object], *, alpha: float, n_boot: int = 2000,
-               seed: int = 0) -> GateBound:
+def gate_bound(d: Sequence[float], clusters: Sequence[object], *, alpha: float, n_boot: int = 2000, seed: int = 0) -> GateBound:
     """Bounds on the oriented mean difference ``d`` (see the module doc)."""
     x = np.asarray(d, dtype=float)
     mean, se, n = cluster_bootstrap_se(x, clusters, n_boot=n_boot, seed=seed)

@@ -89,9 +89,7 @@ def wilcoxon_signed_rank(diffs: Sequence[float]) -> WilcoxonResult:
     return WilcoxonResult(stat, w_plus, w_minus, p, n, "normal", r_rb)
 
 
-def paired_permutation_test(
-    diffs: Sequence[float], *, n_perm: int = 10000, seed: int = 0
-) -> PermutationResult:
+def paired_permutation_test(diffs: Sequence[float], *, n_perm: int = 10000, seed: int = 0) -> PermutationResult:
     """Two-sided sign-flip permutation test of mean(diffs) = 0."""
     d = np.asarray(diffs, dtype=float)
     d = d[~np.isnan(d)]

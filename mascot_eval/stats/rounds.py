@@ -33,8 +33,9 @@ def _rows_of(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     return m.assign(round=m["round"].astype(float).astype(int)) if not m.empty else m
 
 
-def round_series(metrics: pd.DataFrame, metric: str, *, by_agent: bool = False, n_boot: int = 500,
-                 seed: int = 0) -> list[dict[str, Any]]:
+def round_series(
+    metrics: pd.DataFrame, metric: str, *, by_agent: bool = False, n_boot: int = 500, seed: int = 0
+) -> list[dict[str, Any]]:
     """Per label (and agent) and round: mean of the per-dialogue means of ``metric``, 95% interval, n contexts."""
     m = _rows_of(metrics, metric)
     if m.empty:
@@ -48,8 +49,18 @@ def round_series(metrics: pd.DataFrame, metric: str, *, by_agent: bool = False, 
         dm = g.groupby(["dialogue_id", "pair_key"], as_index=False)["value"].mean()
         s = int(stable_hash([seed, metric, *map(str, key)], 8), 16)
         e = bootstrap_mean(dm["value"].to_numpy(float), [context_of(str(k)) for k in dm["pair_key"]], n_boot=n_boot, seed=s)
-        out.append({"label": key[0], "metric": metric, "agent": key[1] if by_agent else None, "round": int(key[-1]),
-                    "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n})
+        out.append(
+            {
+                "label": key[0],
+                "metric": metric,
+                "agent": key[1] if by_agent else None,
+                "round": int(key[-1]),
+                "mean": e.mean,
+                "lo": e.lo,
+                "hi": e.hi,
+                "n": e.n,
+            }
+        )
     return out
 
 
@@ -73,18 +84,40 @@ def round_changes(metrics: pd.DataFrame, metric: str, *, n_boot: int = 500, seed
         d = (b.loc[ids, "value"] - a.loc[ids, "value"]).to_numpy(float)
         s = int(stable_hash([seed, metric, str(lab)], 8), 16)
         e = bootstrap_mean(d, [context_of(str(k)) for k in a.loc[ids, "pair_key"]], n_boot=n_boot, seed=s)
-        out.append({"label": str(lab), "metric": metric, "first_round": first_r, "last_round": last_r,
-                    "mean_first": float(a.loc[ids, "value"].mean()), "mean_last": float(b.loc[ids, "value"].mean()),
-                    "change": e.mean, "change_lo": e.lo, "change_hi": e.hi, "n": e.n})
+        out.append(
+            {
+                "label": str(lab),
+                "metric": metric,
+                "first_round": first_r,
+                "last_round": last_r,
+                "mean_first": float(a.loc[ids, "value"].mean()),
+                "mean_last": float(b.loc[ids, "value"].mean()),
+                "change": e.mean,
+                "change_lo": e.lo,
+                "change_hi": e.hi,
+                "n": e.n,
+            }
+        )
     return out
 
 
 def judge_round_frame(judgments: list[dict[str, Any]], criterion: str, label_of: Any) -> pd.DataFrame:
     """Judge rows that carry a ``round`` (per-round judging) as a metrics-like frame (empty when judges
     scored whole dialogues, the default)."""
-    rows = [{"dialogue_id": r["dialogue_id"], "pair_key": r["pair_key"], "label": label_of(r.get("run_id", ""), r["system"]),
-             "agent": r.get("agent"), "round": r["round"], "metric": f"judge_{criterion}", "value": float(r["score_100"])}
-            for r in judgments
-            if r.get("round") is not None and r.get("criterion") == criterion and r.get("status") == "scored"
-            and r.get("score_100") is not None]
+    rows = [
+        {
+            "dialogue_id": r["dialogue_id"],
+            "pair_key": r["pair_key"],
+            "label": label_of(r.get("run_id", ""), r["system"]),
+            "agent": r.get("agent"),
+            "round": r["round"],
+            "metric": f"judge_{criterion}",
+            "value": float(r["score_100"]),
+        }
+        for r in judgments
+        if r.get("round") is not None
+        and r.get("criterion") == criterion
+        and r.get("status") == "scored"
+        and r.get("score_100") is not None
+    ]
     return pd.DataFrame(rows)

@@ -193,9 +193,15 @@ class System:
         agent_template = self.template("agent") if "agent" in self.template_roles else None
         t_hash = self.templates.hash(agent_template) if agent_template else None
         return SystemInfo(
-            name=self.config.name, kind=self.kind, file=self.config.file, config_hash=config_hash or self.config_hash(),
-            templates={t: self.templates.hash(t) for t in self.used_templates()}, models=dict(self.models),
-            agents={c.name: AgentInfo(model=self.model_for(c), template=agent_template, template_hash=t_hash) for c in self.cards},
+            name=self.config.name,
+            kind=self.kind,
+            file=self.config.file,
+            config_hash=config_hash or self.config_hash(),
+            templates={t: self.templates.hash(t) for t in self.used_templates()},
+            models=dict(self.models),
+            agents={
+                c.name: AgentInfo(model=self.model_for(c), template=agent_template, template_hash=t_hash) for c in self.cards
+            },
         )
 
     def played_personas(self) -> dict[str, PlayedPersona]:

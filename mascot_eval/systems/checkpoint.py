@@ -87,8 +87,15 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise UserError(f"{f}: field 'base_model' must be a model spec such as 'embedded' or 'hf/<path>'")
     if not isinstance(adapters, dict) or not all(isinstance(v, str) for v in adapters.values()):
         raise UserError(f"{f}: field 'adapters' must map names (persona ids, 'director') to adapter folders")
-    return Checkpoint(dir=d.resolve(), base_model=base, adapters=dict(adapters), persona_group=raw.get("persona_group"),
-                      raw=raw, hash=sha256_file(f)[:16], serve_url=url)
+    return Checkpoint(
+        dir=d.resolve(),
+        base_model=base,
+        adapters=dict(adapters),
+        persona_group=raw.get("persona_group"),
+        raw=raw,
+        hash=sha256_file(f)[:16],
+        serve_url=url,
+    )
 
 
 def resolve_models(

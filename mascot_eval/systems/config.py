@@ -92,8 +92,10 @@ def check_config(cfg: SystemConfig, doc: YamlDoc | None = None) -> None:
     from .templates import Templates
 
     if cfg.kind not in SYSTEMS:
-        raise UserError(f"{_at(cfg, doc, ('kind',))}: field 'kind': unknown system kind '{cfg.kind}'"
-                        f"{did_you_mean(cfg.kind, SYSTEMS.names())}; known kinds: {', '.join(SYSTEMS.names())}")
+        raise UserError(
+            f"{_at(cfg, doc, ('kind',))}: field 'kind': unknown system kind '{cfg.kind}'"
+            f"{did_you_mean(cfg.kind, SYSTEMS.names())}; known kinds: {', '.join(SYSTEMS.names())}"
+        )
     cls = SYSTEMS.get(cfg.kind)
     options_model = getattr(cls, "Options", None)
     if options_model is not None:
@@ -104,8 +106,10 @@ def check_config(cfg: SystemConfig, doc: YamlDoc | None = None) -> None:
     roles = getattr(cls, "template_roles", {})
     unknown = sorted(set(cfg.templates) - set(roles))
     if unknown:
-        raise UserError(f"{_at(cfg, doc, ('templates', unknown[0]))}: field 'templates': unknown role(s) "
-                        f"{', '.join(unknown)}; kind '{cfg.kind}' uses {', '.join(sorted(roles)) or 'none'}")
+        raise UserError(
+            f"{_at(cfg, doc, ('templates', unknown[0]))}: field 'templates': unknown role(s) "
+            f"{', '.join(unknown)}; kind '{cfg.kind}' uses {', '.join(sorted(roles)) or 'none'}"
+        )
     templates = Templates(cfg.file)
     for role in sorted(roles):
         name = cfg.templates.get(role, roles[role])

@@ -42,8 +42,10 @@ DIGITS = tuple(str(i) for i in range(1, MAX_OPTIONS + 1))
 def capabilities(spec: str, settings: Any = None) -> dict[str, bool]:
     """What the backend of ``spec`` can do for decisions."""
     backend = get_client(spec, settings).backend
-    return {"choices": bool(getattr(backend, "supports_choices", False)),
-            "schema": bool(getattr(backend, "supports_json_schema", False))}
+    return {
+        "choices": bool(getattr(backend, "supports_choices", False)),
+        "schema": bool(getattr(backend, "supports_json_schema", False)),
+    }
 
 
 def resolve_mode(requested: str, spec: str, settings: Any = None, *, where: str, field: str = "options.decision") -> str:
@@ -53,11 +55,12 @@ def resolve_mode(requested: str, spec: str, settings: Any = None, *, where: str,
     if requested == "auto":
         return "choices" if caps["choices"] else "schema" if caps["schema"] else "text"
     if requested in ("choices", "schema") and not caps[requested]:
-        what = ("score choices from next-token probabilities (local transformers models: embedded, hf/<path>)"
-                if requested == "choices" else
-                "constrain generation with a JSON schema (openai/, anthropic/, vllm/)")
-        raise UserError(f"{where}: field '{field}' is {requested}, but model '{spec}' cannot {what}; "
-                        "use decision: auto or text")
+        what = (
+            "score choices from next-token probabilities (local transformers models: embedded, hf/<path>)"
+            if requested == "choices"
+            else "constrain generation with a JSON schema (openai/, anthropic/, vllm/)"
+        )
+        raise UserError(f"{where}: field '{field}' is {requested}, but model '{spec}' cannot {what}; use decision: auto or text")
     return requested
 
 
@@ -84,8 +87,13 @@ def neutral_vars(v: dict[str, Any]) -> dict[str, Any]:
         if ctx.get(k):
             ctx[k] = NEUTRAL
     ctx["turns"] = []
-    out = {**v, "context": ctx, "history": [{"speaker": "user", "text": NEUTRAL, "round": 1}],
-           "user_text": NEUTRAL, "profile": None}
+    out = {
+        **v,
+        "context": ctx,
+        "history": [{"speaker": "user", "text": NEUTRAL, "round": 1}],
+        "user_text": NEUTRAL,
+        "profile": None,
+    }
     if "analysis" in v:
         out["analysis"] = NEUTRAL
     return out
@@ -99,9 +107,17 @@ def rotations(n: int, debias: str) -> list[list[int]]:
 
 
 async def choose(
-    state: DialogueState, spec: str, render: Callable[[list[dict[str, str]]], list[dict[str, str]]],
-    options: list[str], decoding: Decoding, *, role: str, tag: str, turn_usage: dict[str, Any] | None = None,
-    debias: str = "rotate", prefill: str = "",
+    state: DialogueState,
+    spec: str,
+    render: Callable[[list[dict[str, str]]], list[dict[str, str]]],
+    options: list[str],
+    decoding: Decoding,
+    *,
+    role: str,
+    tag: str,
+    turn_usage: dict[str, Any] | None = None,
+    debias: str = "rotate",
+    prefill: str = "",
     neutral: Callable[[list[dict[str, str]]], list[dict[str, str]]] | None = None,
 ) -> Choice:
     """Choice scoring over ``options``. ``render(shown)`` gets the options in display order as
@@ -117,8 +133,16 @@ async def choose(
 
     async def one(r: int, order: list[int], how: Callable[..., list[dict[str, str]]], who: str) -> dict[str, float]:
         shown = [{"label": labels[pos], "text": options[k]} for pos, k in enumerate(order)]
-        resp = await state.call(spec, how(shown), decoding, role=f"{who}:r{r}", tag=tag, turn_usage=turn_usage,
-                                choices=labels, prefill=(prefill,) if prefill else ())
+        resp = await state.call(
+            spec,
+            how(shown),
+            decoding,
+            role=f"{who}:r{r}",
+            tag=tag,
+            turn_usage=turn_usage,
+            choices=labels,
+            prefill=(prefill,) if prefill else (),
+        )
         if not resp.choice_probs:
             raise UserError(f"model '{spec}' returned no choice probabilities for {tag}; use decision: text")
         return resp.choice_probs[0]
@@ -137,7 +161,7 @@ async def choose(
     probs = average(rows[: len(orders)])
     prior = None
     if neutral is not None:
-        prior = average(rows[len(orders):])
+        prior = average(rows[len(orders) :])
         ratio = [p / max(q, 1e-9) for p, q in zip(probs, prior)]
         total = sum(ratio)
         probs = [x / total for x in ratio] if total > 0 else probs
@@ -151,8 +175,13 @@ async def choose(
 
 
 async def choose_many(
-    state: DialogueState, spec: str, render: Callable[[list[dict[str, str]]], list[dict[str, str]]],
-    options: list[str], m: int, decoding: Decoding, **kw: Any,
+    state: DialogueState,
+    spec: str,
+    render: Callable[[list[dict[str, str]]], list[dict[str, str]]],
+    options: list[str],
+    m: int,
+    decoding: Decoding,
+    **kw: Any,
 ) -> tuple[list[int], list[float]]:
     """The ``m`` most probable options (ties: the earliest), best first."""
     c = await choose(state, spec, render, options, decoding.model_copy(update={"temperature": 0.0}), **kw)

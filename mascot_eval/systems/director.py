@@ -51,8 +51,14 @@ DEFAULT_ACTIONS = [
     "share brief encouragement and hope",
     "summarise what has been said and check in",
 ]
-DEFAULT_TONES = ["calm and gentle", "warm and caring", "curious and open", "encouraging", "direct and practical",
-                 "light and upbeat"]
+DEFAULT_TONES = [
+    "calm and gentle",
+    "warm and caring",
+    "curious and open",
+    "encouraging",
+    "direct and practical",
+    "light and upbeat",
+]
 END_OPTION = "nobody: let the user talk now"
 
 STOP = {"none", "end", "stop", "done", "nobody", "no one", "user", "null", "finish"}
@@ -144,8 +150,9 @@ REASONS_TEXT = {
 }
 
 
-def fallback(cards: list[PersonaCard], spoken: list[str], *, personas: bool = True, tone: str = "",
-             order: list[str] | None = None) -> Directive:
+def fallback(
+    cards: list[PersonaCard], spoken: list[str], *, personas: bool = True, tone: str = "", order: list[str] | None = None
+) -> Directive:
     """The documented fallback: the next unspoken agent after the last speaker in group order (or in
     ``order``); none left ends the round. Without persona information (``personas=False``) the action
     is generic and the tone is ``tone`` (the repertoire's first)."""
@@ -156,8 +163,9 @@ def fallback(cards: list[PersonaCard], spoken: list[str], *, personas: bool = Tr
         c = by[names[(start + k) % len(names)]]
         if c.name not in spoken:
             if personas:
-                return Directive(speaker=c.name, action=f"respond to the user as the {c.role}", tone=c.traits[0],
-                                 source="fallback")
+                return Directive(
+                    speaker=c.name, action=f"respond to the user as the {c.role}", tone=c.traits[0], source="fallback"
+                )
             return Directive(speaker=c.name, action="respond to the user", tone=tone or DEFAULT_TONES[0], source="fallback")
     return Directive(speaker=None, source="fallback")
 
@@ -175,16 +183,40 @@ def directive_schema(names: list[str], *, can_end: bool = True) -> dict[str, Any
 
 
 def new_stats() -> dict[str, Any]:
-    return {"decisions": 0, "valid_first": 0, "reasked": 0, "valid_after_reask": 0, "fallbacks": 0, "round_ends": 0,
-            "invalid_reasons": {}, "mode": None, "sources": new_counts(), "round_end_sources": new_counts()}
+    return {
+        "decisions": 0,
+        "valid_first": 0,
+        "reasked": 0,
+        "valid_after_reask": 0,
+        "fallbacks": 0,
+        "round_ends": 0,
+        "invalid_reasons": {},
+        "mode": None,
+        "sources": new_counts(),
+        "round_end_sources": new_counts(),
+    }
 
 
 class Director:
     def __init__(
-        self, cards: list[PersonaCard], model: str, templates: Templates, template: str, decoding: Decoding, *,
-        min_speakers: int, max_speakers: int, allow_repeat: bool, tag: str, decision: str = "auto",
-        debias: str = "rotate", actions: list[str] | None = None, tones: list[str] | None = None,
-        personas: bool = True, where: str = "director", calibrate: bool = True,
+        self,
+        cards: list[PersonaCard],
+        model: str,
+        templates: Templates,
+        template: str,
+        decoding: Decoding,
+        *,
+        min_speakers: int,
+        max_speakers: int,
+        allow_repeat: bool,
+        tag: str,
+        decision: str = "auto",
+        debias: str = "rotate",
+        actions: list[str] | None = None,
+        tones: list[str] | None = None,
+        personas: bool = True,
+        where: str = "director",
+        calibrate: bool = True,
     ) -> None:
         self.cards = cards
         self.model = model
@@ -218,7 +250,10 @@ class Director:
             "directives": plan,
             "can_end": len(spoken) >= self.min_speakers,
             "max_speakers": self.max_speakers,
-            "ask": "directive", "options": [], "speaker": None, "action": None,
+            "ask": "directive",
+            "options": [],
+            "speaker": None,
+            "action": None,
             **ask,
         }
 
@@ -229,7 +264,12 @@ class Director:
         return f"{c.name} ({c.role})" if self.personas else c.name
 
     async def next(
-        self, state: DialogueState, base_vars: dict[str, Any], spoken: list[str], plan: list[dict[str, Any]], *,
+        self,
+        state: DialogueState,
+        base_vars: dict[str, Any],
+        spoken: list[str],
+        plan: list[dict[str, Any]],
+        *,
         order: list[str] | None = None,
     ) -> tuple[Directive, dict[str, Any]]:
         """The next directive (speaker None = end the round) and a record for the turn's meta.
@@ -267,8 +307,16 @@ class Director:
             return None
         return next((n for n in order if n not in spoken), None)
 
-    async def _choose(self, state: DialogueState, base_vars: dict[str, Any], spoken: list[str],
-                      plan: list[dict[str, Any]], record: dict[str, Any], *, order: list[str] | None) -> Directive:
+    async def _choose(
+        self,
+        state: DialogueState,
+        base_vars: dict[str, Any],
+        spoken: list[str],
+        plan: list[dict[str, Any]],
+        record: dict[str, Any],
+        *,
+        order: list[str] | None,
+    ) -> Directive:
         cands = self.candidates(spoken)
         can_end = len(spoken) >= self.min_speakers
         options = [self.speaker_option(c) for c in cands] + ([END_OPTION] if can_end else [])
@@ -277,12 +325,22 @@ class Director:
         def render(ask: str, *, neutral: bool = False, **extra: Any):
             base = neutral_vars(base_vars) if neutral else base_vars
             return lambda shown: self.templates.render(
-                self.template, **self.variables(base, spoken, plan, ask=ask, options=shown, **extra))
+                self.template, **self.variables(base, spoken, plan, ask=ask, options=shown, **extra)
+            )
 
         async def pick(ask: str, opts: list[str], **extra: Any):
-            c = await choose(state, self.model, render(ask, **extra), opts, self.decoding, role=f"director:{ask}",
-                             tag=self.tag, turn_usage=usage, debias=self.debias,
-                             neutral=render(ask, neutral=True, **extra) if self.calibrate else None)
+            c = await choose(
+                state,
+                self.model,
+                render(ask, **extra),
+                opts,
+                self.decoding,
+                role=f"director:{ask}",
+                tag=self.tag,
+                turn_usage=usage,
+                debias=self.debias,
+                neutral=render(ask, neutral=True, **extra) if self.calibrate else None,
+            )
             record.setdefault("probs", {})[ask] = rounded(opts, c.probs)
             if c.prior is not None:
                 record.setdefault("prior", {})[ask] = rounded(opts, c.prior)
@@ -301,9 +359,17 @@ class Director:
         t = await pick("tone", self.tones, speaker=speaker, action=action)
         return Directive(speaker=speaker, action=action, tone=self.tones[t.index], source="constrained")
 
-    async def _generate(self, state: DialogueState, base_vars: dict[str, Any], spoken: list[str],
-                        plan: list[dict[str, Any]], record: dict[str, Any], mode: str, *,
-                        order: list[str] | None) -> Directive:
+    async def _generate(
+        self,
+        state: DialogueState,
+        base_vars: dict[str, Any],
+        spoken: list[str],
+        plan: list[dict[str, Any]],
+        record: dict[str, Any],
+        mode: str,
+        *,
+        order: list[str] | None,
+    ) -> Directive:
         st = state.stats["director"]
         names = [c.name for c in self.candidates(spoken)]
         can_end = len(spoken) >= self.min_speakers
@@ -312,8 +378,13 @@ class Director:
         record["attempts"] = []
         for attempt in range(2):
             resp = await state.call(
-                self.model, messages, self.decoding, role=f"director:{attempt}", tag=self.tag,
-                json_schema=schema, turn_usage=record["usage"],
+                self.model,
+                messages,
+                self.decoding,
+                role=f"director:{attempt}",
+                tag=self.tag,
+                json_schema=schema,
+                turn_usage=record["usage"],
             )
             d, reason = parse_directive(
                 resp.text, self.cards, spoken=spoken, min_speakers=self.min_speakers, allow_repeat=self.allow_repeat
@@ -332,10 +403,13 @@ class Director:
                 messages = [
                     *messages,
                     {"role": "assistant", "content": resp.text},
-                    {"role": "user", "content": (
-                        f"Invalid: {REASONS_TEXT[reason]}. Reply with one JSON object only, e.g. "
-                        f'{{"speaker": "{names[0] if names else self.cards[0].name}", '
-                        f'"action": "...", "tone": "..."}}. Speakers: {", ".join(names)}.'
-                    )},
+                    {
+                        "role": "user",
+                        "content": (
+                            f"Invalid: {REASONS_TEXT[reason]}. Reply with one JSON object only, e.g. "
+                            f'{{"speaker": "{names[0] if names else self.cards[0].name}", '
+                            f'"action": "...", "tone": "..."}}. Speakers: {", ".join(names)}.'
+                        ),
+                    },
                 ]
         return fallback(self.cards, spoken, personas=self.personas, tone=self.tones[0], order=order)

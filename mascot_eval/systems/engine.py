@@ -19,8 +19,14 @@ def _now() -> str:
 
 
 def new_state(
-    task: TaskSpec, context: Context, profile: str | None, system: System, *, seed: int,
-    settings: ClientSettings | None = None, tally: Usage | None = None,
+    task: TaskSpec,
+    context: Context,
+    profile: str | None,
+    system: System,
+    *,
+    seed: int,
+    settings: ClientSettings | None = None,
+    tally: Usage | None = None,
 ) -> DialogueState:
     return DialogueState(
         task=task,
@@ -77,8 +83,11 @@ async def run_dialogue(
         turns=state.turns,
         user_profile=profile,
         context=context.to_dict(),
-        seeds={"run": seed, "calls": "per call: hash(run seed, dialogue_id, round, turn index, role, sample index); "
-                                      "user calls: hash(run seed, pair_key, round, sample index)"},
+        seeds={
+            "run": seed,
+            "calls": "per call: hash(run seed, dialogue_id, round, turn index, role, sample index); "
+            "user calls: hash(run seed, pair_key, round, sample index)",
+        },
         timing={"started": started, "ended": _now(), "seconds": round(time.perf_counter() - t0, 3)},
         stats=stats,
         ended_by=ended_by,

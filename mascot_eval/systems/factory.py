@@ -40,8 +40,12 @@ def build_system(
     else:
         g, cards = get_group(task.personas, personas_root)
         group = g.name
-        if checkpoint is not None and checkpoint.persona_group and "personas" in config.checkpoint \
-                and checkpoint.persona_group != group:
+        if (
+            checkpoint is not None
+            and checkpoint.persona_group
+            and "personas" in config.checkpoint
+            and checkpoint.persona_group != group
+        ):
             raise UserError(
                 f"checkpoint {checkpoint.dir} was trained for persona group '{checkpoint.persona_group}' but task "
                 f"'{task.name}' uses '{group}'; pick a matching task or checkpoint"

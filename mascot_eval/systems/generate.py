@@ -36,7 +36,6 @@ from .engine import run_dialogue
 from .user_sim import UserSimulator
 
 
-
 @dataclass
 class GenerateResult:
     new: int
@@ -87,9 +86,17 @@ def _existing(rundir: RunDir) -> dict[str, dict[str, Any]]:
 
 
 def plan_generation(
-    rundir: RunDir, tasks: Sequence[TaskSpec], systems: Sequence[str], *, model: str = "embedded",
-    user_model: str | None = None, checkpoint: str | Checkpoint | None = None, limit: int | None = None,
-    data_dir: str | Path | None = None, seed: int = 0, pairs: dict[str, list[Pair]] | None = None,
+    rundir: RunDir,
+    tasks: Sequence[TaskSpec],
+    systems: Sequence[str],
+    *,
+    model: str = "embedded",
+    user_model: str | None = None,
+    checkpoint: str | Checkpoint | None = None,
+    limit: int | None = None,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    pairs: dict[str, list[Pair]] | None = None,
     personas_root: str | Path | None = None,
 ) -> GeneratePlan:
     """Load contexts, build and preflight every system (:func:`mascot_eval.checks.plan_from_specs`) and
@@ -97,16 +104,28 @@ def plan_generation(
     from ..paths import data_dir as resolve_data_dir
 
     ddir = data_dir if isinstance(data_dir, Path) or data_dir is None else Path(data_dir)
-    plan = plan_from_specs(tasks, systems, model=model, user_model=user_model, checkpoint=checkpoint, limit=limit,
-                           data_dir=resolve_data_dir(ddir) if ddir is not None else None, seed=seed, pairs=pairs,
-                           personas_root=personas_root)
+    plan = plan_from_specs(
+        tasks,
+        systems,
+        model=model,
+        user_model=user_model,
+        checkpoint=checkpoint,
+        limit=limit,
+        data_dir=resolve_data_dir(ddir) if ddir is not None else None,
+        seed=seed,
+        pairs=pairs,
+        personas_root=personas_root,
+    )
     check_rundir_compatible(rundir.path, plan)
     return plan
 
 
 def _jobs(plan: GeneratePlan) -> list[_Job]:
-    jobs = [_Job(u.task, ctx, profile, u.system, u.user, u.config_hash, u.user_hash)
-            for u in plan.units for ctx, profile in plan.pairs[u.task.name]]
+    jobs = [
+        _Job(u.task, ctx, profile, u.system, u.user, u.config_hash, u.user_hash)
+        for u in plan.units
+        for ctx, profile in plan.pairs[u.task.name]
+    ]
     return list({j.dialogue_id: j for j in jobs}.values())
 
 
@@ -115,18 +134,40 @@ def _manifest_info(plan: GeneratePlan) -> dict[str, Any]:
     systems: dict[str, Any] = {}
     for u in plan.units:
         system = u.system
-        info = systems.setdefault(system.config.name, {
-            "kind": system.kind, "file": system.config.file, "checkpoint_parts": list(system.config.checkpoint),
-            "config_hash": {}, "models": {}, "templates": {},
-        })
+        info = systems.setdefault(
+            system.config.name,
+            {
+                "kind": system.kind,
+                "file": system.config.file,
+                "checkpoint_parts": list(system.config.checkpoint),
+                "config_hash": {},
+                "models": {},
+                "templates": {},
+            },
+        )
         info["config_hash"][u.task.name] = u.config_hash
         info["models"][u.task.name] = system.models
         info["templates"] = {t: system.templates.hash(t) for t in system.used_templates()}
-    tasks = {t.name: {"version": t.version, "content_hash": t.content_hash, "split": t.split, "domain": t.domain,
-                      "rounds": t.rounds, "contexts": len(plan.pairs[t.name]), "file": t.file} for t in plan.tasks}
+    tasks = {
+        t.name: {
+            "version": t.version,
+            "content_hash": t.content_hash,
+            "split": t.split,
+            "domain": t.domain,
+            "rounds": t.rounds,
+            "contexts": len(plan.pairs[t.name]),
+            "file": t.file,
+        }
+        for t in plan.tasks
+    }
     ck = plan.checkpoint
-    models = {"default": plan.model, "user": plan.user_model, "checkpoint": str(ck.dir) if ck else None,
-              "checkpoint_hash": ck.hash if ck else None, "checkpoint_base_model": ck.base_model if ck else None}
+    models = {
+        "default": plan.model,
+        "user": plan.user_model,
+        "checkpoint": str(ck.dir) if ck else None,
+        "checkpoint_hash": ck.hash if ck else None,
+        "checkpoint_base_model": ck.base_model if ck else None,
+    }
     return {"systems": systems, "tasks": tasks, "models": models}
 
 
@@ -150,14 +191,26 @@ async def agenerate(
 ) -> GenerateResult:
     t0 = time.perf_counter()
     if plan is None:
-        plan = plan_generation(rundir, tasks, systems, model=model, user_model=user_model, checkpoint=checkpoint,
-                               limit=limit, data_dir=data_dir, seed=seed, pairs=pairs, personas_root=personas_root)
+        plan = plan_generation(
+            rundir,
+            tasks,
+            systems,
+            model=model,
+            user_model=user_model,
+            checkpoint=checkpoint,
+            limit=limit,
+            data_dir=data_dir,
+            seed=seed,
+            pairs=pairs,
+            personas_root=personas_root,
+        )
     with rundir.lock():
         return await _execute(rundir, plan, settings=settings, progress=progress, concurrency=concurrency, t0=t0)
 
 
-async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettings | None, progress: bool,
-                   concurrency: int | None, t0: float) -> GenerateResult:
+async def _execute(
+    rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettings | None, progress: bool, concurrency: int | None, t0: float
+) -> GenerateResult:
     from ..records.manifest import StepRecord
     from ..runs.ledger import record_ledger
 
@@ -169,9 +222,13 @@ async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettin
     reused = len(jobs) - len(todo)
     started = _now()
     rundir.update_manifest(
-        **_manifest_info(plan), seeds={"generate": seed},
-        steps={"generate": StepRecord(status="running", started=started,
-                                      counts={"dialogues": len(jobs), "reused": reused}).model_dump()},
+        **_manifest_info(plan),
+        seeds={"generate": seed},
+        steps={
+            "generate": StepRecord(
+                status="running", started=started, counts={"dialogues": len(jobs), "reused": reused}
+            ).model_dump()
+        },
     )
     result = GenerateResult(new=0, reused=reused, failed=0, seconds=0.0)
     tally = result.usage
@@ -189,14 +246,30 @@ async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettin
         result.new += 1
 
     def _record_attempt(job: _Job, calls: list[Any], error: str) -> None:
-        rundir.append_failure({"step": "generate", "id": job.dialogue_id, "error": error, "at": _now(),
-                               "calls": [c.model_dump(mode="json") for c in calls]})
+        rundir.append_failure(
+            {
+                "step": "generate",
+                "id": job.dialogue_id,
+                "error": error,
+                "at": _now(),
+                "calls": [c.model_dump(mode="json") for c in calls],
+            }
+        )
 
     async def one(job: _Job) -> None:
         async with sem:
             try:
-                t = await run_dialogue(job.system, job.user, job.task, job.context, job.profile, seed=seed,
-                                       config_hash=job.config_hash, settings=settings, tally=tally)
+                t = await run_dialogue(
+                    job.system,
+                    job.user,
+                    job.task,
+                    job.context,
+                    job.profile,
+                    seed=seed,
+                    config_hash=job.config_hash,
+                    settings=settings,
+                    tally=tally,
+                )
             except Exception as exc:  # a model failure loses this dialogue only; counted, recorded, reported
                 calls = getattr(exc, "dialogue_calls", [])
                 error = f"{type(exc).__name__}: {exc}"[:500]
@@ -244,11 +317,18 @@ async def _execute(rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettin
         result.seconds = round(time.perf_counter() - t0, 3)
         if status == "done" and result.failed:
             status = "done_with_failures"
-        rundir.update_manifest(steps={"generate": StepRecord(
-            status=status, started=started, ended=_now(), seconds=result.seconds,
-            counts={"dialogues": len(jobs), "new": result.new, "reused": reused, "failed": result.failed},
-            failures=result.failures[:20],
-        ).model_dump()})
+        rundir.update_manifest(
+            steps={
+                "generate": StepRecord(
+                    status=status,
+                    started=started,
+                    ended=_now(),
+                    seconds=result.seconds,
+                    counts={"dialogues": len(jobs), "new": result.new, "reused": reused, "failed": result.failed},
+                    failures=result.failures[:20],
+                ).model_dump()
+            }
+        )
         record_ledger(rundir)
     return result
 
@@ -270,8 +350,21 @@ def generate(
     """Synchronous entry point (see :func:`agenerate` for the extra keyword arguments)."""
     from ..aio import run_sync
 
-    return run_sync(agenerate(rundir, tasks, systems, model=model, checkpoint=checkpoint, limit=limit,
-                              data_dir=data_dir, settings=settings, seed=seed, progress=progress, **kwargs))
+    return run_sync(
+        agenerate(
+            rundir,
+            tasks,
+            systems,
+            model=model,
+            checkpoint=checkpoint,
+            limit=limit,
+            data_dir=data_dir,
+            settings=settings,
+            seed=seed,
+            progress=progress,
+            **kwargs,
+        )
+    )
 
 
 class _Progress:
@@ -283,8 +376,14 @@ class _Progress:
 
         self.tally = tally
         self.p = Progress(
-            TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TextColumn("dialogues"),
-            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+            TextColumn("generate"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("dialogues"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=False,
         )
         self.task = self.p.add_task("generate", total=total, completed=done, info=self._info())
 

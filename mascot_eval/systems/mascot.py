@@ -62,21 +62,37 @@ class Mascot(System):
         if not o.allow_repeat:
             self.max_speakers = min(self.max_speakers, len(self.cards))
         if o.min_speakers > self.max_speakers:
-            raise UserError(f"{self.config.file or self.config.name}: options.min_speakers ({o.min_speakers}) exceeds "
-                            f"max_speakers ({self.max_speakers})")
+            raise UserError(
+                f"{self.config.file or self.config.name}: options.min_speakers ({o.min_speakers}) exceeds "
+                f"max_speakers ({self.max_speakers})"
+            )
         where = self.config.file or f"system '{self.config.name}'"
         if o.order == "director" and not o.use_director:
-            raise UserError(f"{where}: options.order is director but options.use_director is false; "
-                            "use order: random or fixed without a Director")
+            raise UserError(
+                f"{where}: options.order is director but options.use_director is false; "
+                "use order: random or fixed without a Director"
+            )
         if o.order == "random" and o.allow_repeat:
             raise UserError(f"{where}: options.allow_repeat needs order: director (a random order has each agent once)")
         self.director = None
         if o.use_director:
             self.director = Director(
-                self.cards, self.models["director"], self.templates, self.template("director"), o.director,
-                min_speakers=o.min_speakers, max_speakers=self.max_speakers, allow_repeat=o.allow_repeat,
-                tag=f"system:{self.config.name}:director", decision=o.decision, debias=o.debias,
-                actions=o.actions, tones=o.tones, personas=o.personas, where=where, calibrate=o.calibrate,
+                self.cards,
+                self.models["director"],
+                self.templates,
+                self.template("director"),
+                o.director,
+                min_speakers=o.min_speakers,
+                max_speakers=self.max_speakers,
+                allow_repeat=o.allow_repeat,
+                tag=f"system:{self.config.name}:director",
+                decision=o.decision,
+                debias=o.debias,
+                actions=o.actions,
+                tones=o.tones,
+                personas=o.personas,
+                where=where,
+                calibrate=o.calibrate,
             )
 
     def used_templates(self) -> list[str]:
@@ -97,11 +113,15 @@ class Mascot(System):
             mode = self.director.mode(state.settings)  # an explicit mode the model cannot serve fails here
             base = self.prompt_vars(state)
             opts = [{"label": "1", "text": self.cards[0].name}]
-            asks = [{"ask": "directive"}] if mode != "choices" else [
-                {"ask": "speaker", "options": opts},
-                {"ask": "action", "options": opts, "speaker": self.cards[0].name},
-                {"ask": "tone", "options": opts, "speaker": self.cards[0].name, "action": self.options.actions[0]},
-            ]
+            asks = (
+                [{"ask": "directive"}]
+                if mode != "choices"
+                else [
+                    {"ask": "speaker", "options": opts},
+                    {"ask": "action", "options": opts, "speaker": self.cards[0].name},
+                    {"ask": "tone", "options": opts, "speaker": self.cards[0].name, "action": self.options.actions[0]},
+                ]
+            )
             for ask in asks:
                 self.templates.render(self.director.template, **self.director.variables(base, [], [], **ask))
 

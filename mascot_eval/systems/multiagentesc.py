@@ -34,8 +34,14 @@ from ..jsontext import last_json_object
 from .text import clean_reply
 
 ESCONV_STRATEGIES = [
-    "Question", "Restatement or Paraphrasing", "Reflection of feelings", "Self-disclosure",
-    "Affirmation and Reassurance", "Providing Suggestions", "Information", "Others",
+    "Question",
+    "Restatement or Paraphrasing",
+    "Reflection of feelings",
+    "Self-disclosure",
+    "Affirmation and Reassurance",
+    "Providing Suggestions",
+    "Information",
+    "Others",
 ]
 
 
@@ -76,8 +82,11 @@ def parse_vote(text: str, n: int) -> int | None:
 
 def strategies_schema(strategies: list[str], m: int) -> dict[str, Any]:
     k = min(m, len(strategies))
-    return {"type": "object", "properties": {"strategies": {
-        "type": "array", "items": {"enum": list(strategies)}, "minItems": k, "maxItems": k}}, "required": ["strategies"]}
+    return {
+        "type": "object",
+        "properties": {"strategies": {"type": "array", "items": {"enum": list(strategies)}, "minItems": k, "maxItems": k}},
+        "required": ["strategies"],
+    }
 
 
 def vote_schema(n: int) -> dict[str, Any]:
@@ -110,8 +119,10 @@ def parse_vote_any(text: str, n: int) -> int | None:
 class MultiAgentESC(System):
     kind = "multiagentesc"
     template_roles = {
-        "analysis": "mesc_analysis.j2", "deliberation": "mesc_strategy.j2",
-        "agent": "mesc_candidate.j2", "vote": "mesc_vote.j2",
+        "analysis": "mesc_analysis.j2",
+        "deliberation": "mesc_strategy.j2",
+        "agent": "mesc_candidate.j2",
+        "vote": "mesc_vote.j2",
     }
     Options = MultiAgentESCOptions
 
@@ -122,8 +133,9 @@ class MultiAgentESC(System):
     def mode(self, spec: str, settings: Any = None) -> str:
         key = (spec, settings)
         if key not in self._modes:
-            self._modes[key] = resolve_mode(self.options.decision, spec, settings,
-                                            where=self.config.file or f"system '{self.config.name}'")
+            self._modes[key] = resolve_mode(
+                self.options.decision, spec, settings, where=self.config.file or f"system '{self.config.name}'"
+            )
         return self._modes[key]
 
     def preflight(self, state: DialogueState) -> None:
@@ -131,58 +143,122 @@ class MultiAgentESC(System):
         for card in self.cards:
             self.mode(self.model_for(card), state.settings)
         self.templates.render(self.template("analysis"), **self.prompt_vars(state))
-        v = self.prompt_vars(state, c, analysis="-", strategies=self.options.strategies, m=self.options.candidates,
-                             strategy="Question", candidates=["a", "b"], voter=self.cards[-1].name,
-                             speaker=c.name, options=[])
+        v = self.prompt_vars(
+            state,
+            c,
+            analysis="-",
+            strategies=self.options.strategies,
+            m=self.options.candidates,
+            strategy="Question",
+            candidates=["a", "b"],
+            voter=self.cards[-1].name,
+            speaker=c.name,
+            options=[],
+        )
         for role in ("deliberation", "agent", "vote"):
             self.templates.render(self.template(role), **v)
         self.templates.render(self.template("deliberation"), **{**v, "options": [{"label": "1", "text": "Question"}]})
 
-    async def _strategies(self, state: DialogueState, spec: str, base: dict[str, Any], usage: dict[str, Any],
-                          card_id: str, tag: str, meta: dict[str, Any]) -> tuple[list[str], str]:
+    async def _strategies(
+        self,
+        state: DialogueState,
+        spec: str,
+        base: dict[str, Any],
+        usage: dict[str, Any],
+        card_id: str,
+        tag: str,
+        meta: dict[str, Any],
+    ) -> tuple[list[str], str]:
         o = self.options
         mode = self.mode(spec, state.settings)
         if mode == "choices":
+
             def render_with(v: dict[str, Any]):
                 return lambda shown: self.templates.render(self.template("deliberation"), **{**v, "options": shown})
-            best, probs = await choose_many(state, spec, render_with(base), o.strategies, o.candidates, o.deliberation,
-                                            role=f"strategy:{card_id}", tag=tag, turn_usage=usage, debias=o.debias,
-                                            neutral=render_with(neutral_vars(base)) if o.calibrate else None)
+
+            best, probs = await choose_many(
+                state,
+                spec,
+                render_with(base),
+                o.strategies,
+                o.candidates,
+                o.deliberation,
+                role=f"strategy:{card_id}",
+                tag=tag,
+                turn_usage=usage,
+                debias=o.debias,
+                neutral=render_with(neutral_vars(base)) if o.calibrate else None,
+            )
             meta["strategy_probs"] = rounded(o.strategies, probs)
             return [o.strategies[k] for k in best], "constrained"
         schema = strategies_schema(o.strategies, o.candidates) if mode == "schema" else None
         messages = self.templates.render(self.template("deliberation"), **base)
         for attempt in range(2):
-            d = await state.call(spec, messages, o.deliberation, role=f"strategy:{card_id}:{attempt}" if attempt else
-                                 f"strategy:{card_id}", tag=tag, turn_usage=usage, json_schema=schema)
+            d = await state.call(
+                spec,
+                messages,
+                o.deliberation,
+                role=f"strategy:{card_id}:{attempt}" if attempt else f"strategy:{card_id}",
+                tag=tag,
+                turn_usage=usage,
+                json_schema=schema,
+            )
             got = parse_strategies(d.text, o.strategies, o.candidates)
             if got is not None:
                 return got, "reasked" if attempt else ("constrained" if mode == "schema" else "parsed")
-            messages = [*messages, {"role": "assistant", "content": d.text}, {"role": "user", "content": (
-                f"Invalid: name {min(o.candidates, len(o.strategies))} different strategies from this list, "
-                f"best first: {', '.join(o.strategies)}.")}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": d.text},
+                {
+                    "role": "user",
+                    "content": (
+                        f"Invalid: name {min(o.candidates, len(o.strategies))} different strategies from this list, "
+                        f"best first: {', '.join(o.strategies)}."
+                    ),
+                },
+            ]
         return pick_strategies(d.text, o.strategies, o.candidates)[0], "fallback"
 
-    async def _vote(self, state: DialogueState, voter: Any, cands: list[str], variables: dict[str, Any],
-                    usage: dict[str, Any], role: str, tag: str) -> tuple[int | None, str, dict[str, float] | None]:
+    async def _vote(
+        self,
+        state: DialogueState,
+        voter: Any,
+        cands: list[str],
+        variables: dict[str, Any],
+        usage: dict[str, Any],
+        role: str,
+        tag: str,
+    ) -> tuple[int | None, str, dict[str, float] | None]:
         o = self.options
         spec = self.model_for(voter)
         mode = self.mode(spec, state.settings)
         if mode == "choices":
+
             def render(shown: list[dict[str, str]]) -> list[dict[str, str]]:
                 return self.templates.render(self.template("vote"), **{**variables, "candidates": [x["text"] for x in shown]})
+
             c = await choose(state, spec, render, cands, o.vote, role=role, tag=tag, turn_usage=usage, debias=o.debias)
             return c.index, "constrained", {str(i + 1): round(p, 4) for i, p in enumerate(c.probs)}
         schema = vote_schema(len(cands)) if mode == "schema" else None
         messages = self.templates.render(self.template("vote"), **variables)
         for attempt in range(2):
-            r = await state.call(spec, messages, o.vote, role=role if not attempt else f"{role}:{attempt}", tag=tag,
-                                 turn_usage=usage, json_schema=schema)
+            r = await state.call(
+                spec,
+                messages,
+                o.vote,
+                role=role if not attempt else f"{role}:{attempt}",
+                tag=tag,
+                turn_usage=usage,
+                json_schema=schema,
+            )
             k = parse_vote_any(r.text, len(cands))
             if k is not None:
                 return k, "reasked" if attempt else ("constrained" if mode == "schema" else "parsed"), None
-            messages = [*messages, {"role": "assistant", "content": r.text}, {"role": "user", "content": (
-                f"Invalid: answer with one number from 1 to {len(cands)} only.")}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": r.text},
+                {"role": "user", "content": (f"Invalid: answer with one number from 1 to {len(cands)} only.")},
+            ]
         return None, "fallback", None
 
     async def respond(self, state: DialogueState) -> list[Turn]:
@@ -193,8 +269,14 @@ class MultiAgentESC(System):
         st.setdefault("vote_sources", new_counts())
         aux = self.models["aux"]
         usage_a = new_usage()
-        a = await state.call(aux, self.templates.render(self.template("analysis"), **self.prompt_vars(state)), o.analysis,
-                             role="analyst", tag=tag, turn_usage=usage_a)
+        a = await state.call(
+            aux,
+            self.templates.render(self.template("analysis"), **self.prompt_vars(state)),
+            o.analysis,
+            role="analyst",
+            tag=tag,
+            turn_usage=usage_a,
+        )
         analysis = a.text.strip()
         out: list[Turn] = []
         for card in self.cards:
@@ -206,20 +288,43 @@ class MultiAgentESC(System):
             strategies, s_source = await self._strategies(state, spec, base, usage, card.id, tag, meta)
             st["strategy_sources"][s_source] += 1
             st["strategy_fallbacks"] += int(s_source == "fallback")
-            resps = await asyncio.gather(*[
-                state.call(spec, self.templates.render(self.template("agent"), **{**base, "strategy": s}),
-                           self.config.decoding, role=f"agent:{card.id}", tag=tag, index=i, turn_usage=usage)
-                for i, s in enumerate(strategies)
-            ])
+            resps = await asyncio.gather(
+                *[
+                    state.call(
+                        spec,
+                        self.templates.render(self.template("agent"), **{**base, "strategy": s}),
+                        self.config.decoding,
+                        role=f"agent:{card.id}",
+                        tag=tag,
+                        index=i,
+                        turn_usage=usage,
+                    )
+                    for i, s in enumerate(strategies)
+                ]
+            )
             others = [n for n in self.agents if n != card.name]
             cands = [clean_reply(r.text, card.name, others) for r in resps]
             voters = [c for c in self.cards if c.name != card.name] or [card]
-            results = await asyncio.gather(*[
-                self._vote(state, v, cands, {**self.prompt_vars(state, v), "candidates": cands, "speaker": card.name,
-                                             "voter": v.name, "analysis": analysis},
-                           usage, f"vote:{card.id}:{v.id}", tag)
-                for v in voters
-            ])
+            results = await asyncio.gather(
+                *[
+                    self._vote(
+                        state,
+                        v,
+                        cands,
+                        {
+                            **self.prompt_vars(state, v),
+                            "candidates": cands,
+                            "speaker": card.name,
+                            "voter": v.name,
+                            "analysis": analysis,
+                        },
+                        usage,
+                        f"vote:{card.id}:{v.id}",
+                        tag,
+                    )
+                    for v in voters
+                ]
+            )
             votes = [k for k, _, _ in results]
             for _, source, _ in results:
                 st["vote_sources"][source] += 1
@@ -228,17 +333,24 @@ class MultiAgentESC(System):
             if not any(tally):
                 st["selection_fallbacks"] += 1
             best = max(range(len(cands)), key=lambda i: (tally[i], -i))
-            meta.update({
-                "strategies": strategies, "strategy_source": s_source, "candidates": cands, "strategy": strategies[best],
-                "votes": {v.name: (x + 1 if x is not None else None) for v, x in zip(voters, votes)}, "chosen": best,
-                "vote_sources": {v.name: src for v, (_, src, _) in zip(voters, results)},
-            })
+            meta.update(
+                {
+                    "strategies": strategies,
+                    "strategy_source": s_source,
+                    "candidates": cands,
+                    "strategy": strategies[best],
+                    "votes": {v.name: (x + 1 if x is not None else None) for v, x in zip(voters, votes)},
+                    "chosen": best,
+                    "vote_sources": {v.name: src for v, (_, src, _) in zip(voters, results)},
+                }
+            )
             if any(p is not None for _, _, p in results):
                 meta["vote_probs"] = {v.name: p for v, (_, _, p) in zip(voters, results)}
             if not out:
                 meta["analysis_usage"] = usage_a
-            turn = make_turn(self, state, card, resps[best].text, spec=spec, usage=usage, latency=resps[best].latency_s,
-                             meta=meta)
+            turn = make_turn(
+                self, state, card, resps[best].text, spec=spec, usage=usage, latency=resps[best].latency_s, meta=meta
+            )
             state.turns.append(turn)
             out.append(turn)
         return out

@@ -36,8 +36,7 @@ def examples_path(file: str, where: str) -> Path:
     baselines/ of the user folder, then of the shipped data;
     absolute paths, '..' out of those folders and symlinks leading out of them are refused."""
     roots = [*([Path(where).parent] if where and paths.source_of(where) == "path" else []), *paths.dirs("baselines")]
-    return confined_path(roots, file, field="options.examples_file", where=where or "system config",
-                         what="examples file")
+    return confined_path(roots, file, field="options.examples_file", where=where or "system config", what="examples file")
 
 
 def load_examples(file: str, domain: str, n: int, where: str) -> list[dict[str, Any]]:
@@ -48,8 +47,13 @@ def load_examples(file: str, domain: str, n: int, where: str) -> list[dict[str, 
     data = load_yaml(path, what="a few-shot examples file")
     if not isinstance(data, list) or not all(isinstance(e, dict) and "user" in e and "replies" in e for e in data):
         raise UserError(f"{path}: expected a list of examples, each with 'user' and 'replies' (and optional 'domain')")
-    bad = [i for i, e in enumerate(data) if not isinstance(e["user"], str) or not isinstance(e["replies"], dict)
-           or not all(isinstance(k, str) and isinstance(v, str) for k, v in e["replies"].items())]
+    bad = [
+        i
+        for i, e in enumerate(data)
+        if not isinstance(e["user"], str)
+        or not isinstance(e["replies"], dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in e["replies"].items())
+    ]
     if bad:
         raise UserError(f"{path}: example {bad[0]}: 'user' must be text and 'replies' a mapping of persona id -> text")
     chosen = [e for e in data if e.get("domain", domain) == domain][:n]
@@ -83,7 +87,9 @@ class Prompted(System):
         return {"examples": examples, "reasoning": o.reasoning}
 
     def preflight(self, state: DialogueState) -> None:
-        self.templates.render(self.template("agent"), **self.prompt_vars(state, self.cards[0], directive=None, **self.extra_vars(state)))
+        self.templates.render(
+            self.template("agent"), **self.prompt_vars(state, self.cards[0], directive=None, **self.extra_vars(state))
+        )
 
     async def respond(self, state: DialogueState) -> list[Turn]:
         out: list[Turn] = []
@@ -109,8 +115,10 @@ class SelfConsistency(Prompted):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.config.decoding.temperature <= 0:
-            raise UserError(f"{self.config.file or self.config.name}: self-consistency needs decoding.temperature > 0 "
-                            "(k greedy samples would be identical)")
+            raise UserError(
+                f"{self.config.file or self.config.name}: self-consistency needs decoding.temperature > 0 "
+                "(k greedy samples would be identical)"
+            )
 
     async def respond(self, state: DialogueState) -> list[Turn]:
         out: list[Turn] = []
@@ -120,20 +128,37 @@ class SelfConsistency(Prompted):
             messages = self.templates.render(self.template("agent"), **self.prompt_vars(state, card, directive=None, **extra))
             spec = self.model_for(card)
             usage = new_usage()
-            resps = await asyncio.gather(*[
-                state.call(spec, messages, self.config.decoding, role=f"agent:{card.id}", tag=f"system:{self.config.name}",
-                           index=i, turn_usage=usage)
-                for i in range(k)
-            ])
+            resps = await asyncio.gather(
+                *[
+                    state.call(
+                        spec,
+                        messages,
+                        self.config.decoding,
+                        role=f"agent:{card.id}",
+                        tag=f"system:{self.config.name}",
+                        index=i,
+                        turn_usage=usage,
+                    )
+                    for i in range(k)
+                ]
+            )
             others = [n for n in self.agents if n != card.name]
             replies = [
-                clean_reply(split_reasoning(r.text)[0] if self.options.reasoning else r.text, card.name, others)
-                for r in resps
+                clean_reply(split_reasoning(r.text)[0] if self.options.reasoning else r.text, card.name, others) for r in resps
             ]
             best, scores = most_consistent(replies)
             meta = {"candidates": replies, "consistency": [round(s, 4) for s in scores], "chosen": best}
-            turn = make_turn(self, state, card, resps[best].text, spec=spec, usage=usage,
-                             latency=sum(r.latency_s or 0 for r in resps), reasoning=self.options.reasoning, meta=meta)
+            turn = make_turn(
+                self,
+                state,
+                card,
+                resps[best].text,
+                spec=spec,
+                usage=usage,
+                latency=sum(r.latency_s or 0 for r in resps),
+                reasoning=self.options.reasoning,
+                meta=meta,
+            )
             state.turns.append(turn)
             out.append(turn)
         return out

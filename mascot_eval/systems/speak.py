@@ -21,8 +21,14 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
 
 
 async def speak(
-    system: System, state: DialogueState, card: PersonaCard, *, directive: dict[str, Any] | None = None,
-    reasoning: bool = False, extra: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+    system: System,
+    state: DialogueState,
+    card: PersonaCard,
+    *,
+    directive: dict[str, Any] | None = None,
+    reasoning: bool = False,
+    extra: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Turn:
     variables = system.prompt_vars(state, card, directive=directive, **(extra or {}))
     messages = system.templates.render(system.template("agent"), **variables)
@@ -32,8 +38,18 @@ async def speak(
     resp = await state.call(
         spec, messages, decoding, role=f"agent:{card.id}", tag=f"system:{system.config.name}", turn_usage=usage
     )
-    turn = make_turn(system, state, card, resp.text, spec=spec, usage=usage, latency=resp.latency_s,
-                     directive=directive, reasoning=reasoning, meta=meta)
+    turn = make_turn(
+        system,
+        state,
+        card,
+        resp.text,
+        spec=spec,
+        usage=usage,
+        latency=resp.latency_s,
+        directive=directive,
+        reasoning=reasoning,
+        meta=meta,
+    )
     if turn.text or decoding.temperature <= 0:
         return turn
     # Nothing left after cleaning (the model wrote only someone else's turn): draw one more sample
@@ -43,15 +59,33 @@ async def speak(
     resp = await state.call(
         spec, messages, decoding, role=f"agent:{card.id}", tag=f"system:{system.config.name}", index=1, turn_usage=usage
     )
-    again = make_turn(system, state, card, resp.text, spec=spec, usage=usage, latency=resp.latency_s,
-                      directive=directive, reasoning=reasoning, meta={**(meta or {}), "resampled": True, "raw_first": first_raw})
+    again = make_turn(
+        system,
+        state,
+        card,
+        resp.text,
+        spec=spec,
+        usage=usage,
+        latency=resp.latency_s,
+        directive=directive,
+        reasoning=reasoning,
+        meta={**(meta or {}), "resampled": True, "raw_first": first_raw},
+    )
     state.count("agents", "empty_turns", -1)  # empty_turns counts final turns; the first attempt was replaced
     return again
 
 
 def make_turn(
-    system: System, state: DialogueState, card: PersonaCard, raw: str, *, spec: str, usage: dict[str, Any],
-    latency: float | None, directive: dict[str, Any] | None = None, reasoning: bool = False,
+    system: System,
+    state: DialogueState,
+    card: PersonaCard,
+    raw: str,
+    *,
+    spec: str,
+    usage: dict[str, Any],
+    latency: float | None,
+    directive: dict[str, Any] | None = None,
+    reasoning: bool = False,
     meta: dict[str, Any] | None = None,
 ) -> Turn:
     meta = dict(meta or {})
@@ -70,6 +104,12 @@ def make_turn(
         meta["empty"] = True
         state.count("agents", "empty_turns")
     return Turn(
-        round=state.round, speaker=card.name, text=cleaned, directive=directive, model=spec, usage=usage,
-        latency_s=latency, meta=meta,
+        round=state.round,
+        speaker=card.name,
+        text=cleaned,
+        directive=directive,
+        model=spec,
+        usage=usage,
+        latency_s=latency,
+        meta=meta,
     )

@@ -82,8 +82,15 @@ class SharedTurns:
 
 
 class UserSimulator:
-    def __init__(self, task: TaskSpec, model: str, *, decoding: Decoding = USER_DECODING, agents: list[str] | None = None,
-                 shared: SharedTurns | None = None):
+    def __init__(
+        self,
+        task: TaskSpec,
+        model: str,
+        *,
+        decoding: Decoding = USER_DECODING,
+        agents: list[str] | None = None,
+        shared: SharedTurns | None = None,
+    ):
         self.task = task
         self.model = model
         self.decoding = decoding
@@ -114,7 +121,9 @@ class UserSimulator:
     async def turn(self, state: DialogueState) -> Turn:
         ctx = state.context
         if state.round == 1 and ctx.domain == "emotional" and ctx.opening:
-            return Turn(round=1, speaker=USER, text=ctx.opening.strip(), model=None, usage=new_usage(), meta={"source": "context"})
+            return Turn(
+                round=1, speaker=USER, text=ctx.opening.strip(), model=None, usage=new_usage(), meta={"source": "context"}
+            )
         messages = self.templates.render(self.template, **self.variables(state))
         usage = new_usage()
         meta: dict = {"source": "simulator"}
@@ -147,4 +156,6 @@ class UserSimulator:
         if not text:
             meta["empty"] = True
             state.count("user", "empty_turns")
-        return Turn(round=state.round, speaker=USER, text=text, model=self.model, usage=usage, latency_s=resp.latency_s, meta=meta)
+        return Turn(
+            round=state.round, speaker=USER, text=text, model=self.model, usage=usage, latency_s=resp.latency_s, meta=meta
+        )

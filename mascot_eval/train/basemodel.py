@@ -81,7 +81,9 @@ def base_info(spec: str) -> dict[str, Any]:
         for name in ("model.safetensors", "model.safetensors.index.json"):
             if (Path(path) / name).is_file():
                 info["weights_file"] = name
-                info["weights_sha256"] = sha256_file(Path(path) / name)[:16] if name.endswith("index.json") else _size_key(Path(path) / name)
+                info["weights_sha256"] = (
+                    sha256_file(Path(path) / name)[:16] if name.endswith("index.json") else _size_key(Path(path) / name)
+                )
                 break
     return info
 
@@ -117,7 +119,9 @@ def check_targets(model, spec: LoraSpec, where: str) -> None:
     missing = [t for t in spec.target_modules if t not in names]
     if missing:
         linear = sorted(n for n in names if n.endswith("proj"))
-        raise UserError(f"{where}: LoRA target module(s) {', '.join(missing)} not in the model; it has {', '.join(linear) or 'no *proj modules'}")
+        raise UserError(
+            f"{where}: LoRA target module(s) {', '.join(missing)} not in the model; it has {', '.join(linear) or 'no *proj modules'}"
+        )
 
 
 def set_threads() -> None:

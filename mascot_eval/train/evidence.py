@@ -44,9 +44,12 @@ def slope_ci(xs: list[float], ys: list[float], groups: list[str] | None = None, 
 def grpo_series(rows: list[dict[str, Any]], name: str, key: str = "reward") -> list[tuple[int, float]]:
     """(step, value) of the adapter's latest training run (the log is append-only; a run starts with its 'lora' row)."""
     starts = [i for i, r in enumerate(rows) if r.get("step_name") == "lora" and r.get("name") == name]
-    tail = rows[starts[-1]:] if starts else rows
-    return [(int(r["step"]), float(r[key])) for r in tail
-            if r.get("step_name") == "grpo" and r.get("name") == name and isinstance(r.get(key), (int, float))]
+    tail = rows[starts[-1] :] if starts else rows
+    return [
+        (int(r["step"]), float(r[key]))
+        for r in tail
+        if r.get("step_name") == "grpo" and r.get("name") == name and isinstance(r.get(key), (int, float))
+    ]
 
 
 def learning_evidence(rows: list[dict[str, Any]], personas: list[str]) -> dict[str, Any]:
@@ -55,8 +58,12 @@ def learning_evidence(rows: list[dict[str, Any]], personas: list[str]) -> dict[s
     if rm:
         last = rm[-1]
         ci = last.get("heldout_ci95")
-        out["reward_model"] = {"heldout_accuracy": last.get("heldout_accuracy"), "heldout_pairs": last.get("heldout_pairs"),
-                               "ci95": ci, "beats_chance": bool(ci and ci[0] > 0.5)}
+        out["reward_model"] = {
+            "heldout_accuracy": last.get("heldout_accuracy"),
+            "heldout_pairs": last.get("heldout_pairs"),
+            "ci95": ci,
+            "beats_chance": bool(ci and ci[0] > 0.5),
+        }
     grpo: dict[str, Any] = {}
     pooled_x, pooled_y, pooled_g = [], [], []
     for name in [*personas, "director"]:

@@ -22,11 +22,27 @@ from .config import GrpoSpec, LoraSpec
 
 RewardFn = Callable[..., list[float | None]]
 
-KEEP = ("loss", "reward", "reward_std", "kl", "entropy", "grad_norm", "learning_rate", "completions/mean_length",
-        "completions/clipped_ratio", "frac_reward_zero_std",
-        # reward parts logged by our reward functions (trl's log_metric): Stage 1 and Stage 2
-        "rm_score", "format", "group_judge", "redundancy", "speaker_redundancy", "invalid_directive", "unscored_blocks",
-        "judged_blocks")
+KEEP = (
+    "loss",
+    "reward",
+    "reward_std",
+    "kl",
+    "entropy",
+    "grad_norm",
+    "learning_rate",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "frac_reward_zero_std",
+    # reward parts logged by our reward functions (trl's log_metric): Stage 1 and Stage 2
+    "rm_score",
+    "format",
+    "group_judge",
+    "redundancy",
+    "speaker_redundancy",
+    "invalid_directive",
+    "unscored_blocks",
+    "judged_blocks",
+)
 
 
 from .dist import is_main_process  # noqa: E402  (re-exported: used by every stage)

@@ -58,9 +58,7 @@ def judge_candidates(
     async def one(c: dict[str, Any]) -> None:
         card = cards[c["persona"]]
         try:
-            scores = await score_response(
-                judge, persona=card, history=c["history"], response=c["text"], settings=settings
-            )
+            scores = await score_response(judge, persona=card, history=c["history"], response=c["text"], settings=settings)
             reason = None if aggregate(scores) is not None else "judge output not parsed"
         except Exception as exc:
             from ..backends.base import BackendError

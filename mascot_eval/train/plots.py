@@ -11,7 +11,12 @@ from typing import Any
 def curves(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """panel -> series name -> [(x, y)]: reward, kl, loss per GRPO adapter; accuracy per RM epoch; SFT loss."""
     out: dict[str, dict[str, list[tuple[float, float]]]] = {
-        "reward": {}, "kl": {}, "loss": {}, "reward model accuracy": {}, "sft loss": {}}
+        "reward": {},
+        "kl": {},
+        "loss": {},
+        "reward model accuracy": {},
+        "sft loss": {},
+    }
     for r in rows:
         if r.get("step_name") == "grpo" and "step" in r:
             for panel in ("reward", "kl", "loss"):
@@ -55,7 +60,7 @@ def plot_training(rows: list[dict[str, Any]], path: Path) -> Path | None:
         ax.set_title(panel)
         ax.set_xlabel("epoch" if panel == "reward model accuracy" else "step")
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(data):]:
+    for ax in list(axes.flat)[len(data) :]:
         ax.axis("off")
     fig.tight_layout()
     import io

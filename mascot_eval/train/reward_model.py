@@ -77,8 +77,9 @@ class Encoder:
 
         reply = " ".join(reply.split())
         if self.chat:
-            text = self.tok.apply_chat_template([*messages, {"role": "assistant", "content": reply}], tokenize=False,
-                                                **chat_template_kwargs(self.tok))
+            text = self.tok.apply_chat_template(
+                [*messages, {"role": "assistant", "content": reply}], tokenize=False, **chat_template_kwargs(self.tok)
+            )
             ids = self.tok(text, add_special_tokens=False)["input_ids"]
             return ids[-max_length:]
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + f"\nreply: {reply}"
@@ -95,7 +96,9 @@ def load_seqcls(path: str, spec_name: str, *, bf16: bool, device: str | None = N
     from transformers import AutoModelForSequenceClassification
 
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.bfloat16 if bf16 else torch.float32)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, dtype=torch.bfloat16 if bf16 else torch.float32
+        )
     except (OSError, ValueError) as exc:
         raise UserError(f"reward model: cannot load {spec_name} ({str(exc).splitlines()[0][:200]})") from None
     if device:
@@ -184,8 +187,13 @@ def train_reward_model(
     enc = Encoder(encoder_path)
 
     def tokenized(ps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{"chosen_ids": enc.ids(p["messages"], p["chosen"], spec.max_length),
-                 "rejected_ids": enc.ids(p["messages"], p["rejected"], spec.max_length)} for p in ps]
+        return [
+            {
+                "chosen_ids": enc.ids(p["messages"], p["chosen"], spec.max_length),
+                "rejected_ids": enc.ids(p["messages"], p["rejected"], spec.max_length),
+            }
+            for p in ps
+        ]
 
     train_rows, held_rows = tokenized(train), tokenized(held)
     torch.manual_seed(seed)
@@ -193,9 +201,15 @@ def train_reward_model(
     model.config.pad_token_id = enc.tok.pad_token_id
     check_targets(model, spec.lora, "stage1.reward_model.lora")
     heads = _head_names(model)
-    peft_cfg = LoraConfig(r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
-                          target_modules=list(spec.lora.target_modules), task_type="SEQ_CLS", modules_to_save=heads,
-                          bias="none")
+    peft_cfg = LoraConfig(
+        r=spec.lora.r,
+        lora_alpha=spec.lora.alpha,
+        lora_dropout=spec.lora.dropout,
+        target_modules=list(spec.lora.target_modules),
+        task_type="SEQ_CLS",
+        modules_to_save=heads,
+        bias="none",
+    )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.work."))
     history: list[dict[str, Any]] = []
@@ -236,12 +250,18 @@ def train_reward_model(
                 return
             h = heldout_eval(model)
             row = {
-                "stage": "stage1", "step_name": "reward_model", "epoch": round(float(state.epoch or 0), 3),
+                "stage": "stage1",
+                "step_name": "reward_model",
+                "epoch": round(float(state.epoch or 0), 3),
                 "step": state.global_step,
                 "loss": sum(running["loss"]) / len(running["loss"]) if running["loss"] else None,
                 "train_acc": sum(running["accuracy"]) / len(running["accuracy"]) if running["accuracy"] else None,
-                "heldout_accuracy": h["accuracy"], "heldout_acc": h["accuracy"], "heldout_pairs": h["pairs"],
-                "heldout_correct": h["correct"], "heldout_ci95": h["ci95"], "train_pairs": len(train_rows),
+                "heldout_accuracy": h["accuracy"],
+                "heldout_acc": h["accuracy"],
+                "heldout_pairs": h["pairs"],
+                "heldout_correct": h["correct"],
+                "heldout_ci95": h["ci95"],
+                "train_pairs": len(train_rows),
             }
             running["loss"].clear()
             running["accuracy"].clear()
@@ -250,16 +270,33 @@ def train_reward_model(
                 log(row)
 
     args = RewardConfig(
-        output_dir=str(work), num_train_epochs=spec.epochs, per_device_train_batch_size=spec.batch_size,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps, learning_rate=spec.learning_rate,
-        weight_decay=spec.weight_decay, max_length=None, logging_steps=1, report_to="none", save_strategy="no",
-        seed=seed, use_cpu=not torch.cuda.is_available(), bf16=spec.bf16, gradient_checkpointing=spec.gradient_checkpointing,
-        disable_tqdm=True, center_rewards_coefficient=None,
+        output_dir=str(work),
+        num_train_epochs=spec.epochs,
+        per_device_train_batch_size=spec.batch_size,
+        gradient_accumulation_steps=spec.gradient_accumulation_steps,
+        learning_rate=spec.learning_rate,
+        weight_decay=spec.weight_decay,
+        max_length=None,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=seed,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=spec.bf16,
+        gradient_checkpointing=spec.gradient_checkpointing,
+        disable_tqdm=True,
+        center_rewards_coefficient=None,
     )
     t0 = time.perf_counter()
     try:
-        trainer = RewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(train_rows),
-                                processing_class=enc.tok, peft_config=peft_cfg, callbacks=[Epochs()])
+        trainer = RewardTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(train_rows),
+            processing_class=enc.tok,
+            peft_config=peft_cfg,
+            callbacks=[Epochs()],
+        )
         share = trainable_share(trainer.model)
         trainer.train()
         if trainer.accelerator.is_main_process:
@@ -267,15 +304,29 @@ def train_reward_model(
             trainer.model.save_pretrained(str(tmp))
             final = history[-1] if history else {}
             metrics = {
-                "trainer": "trl.RewardTrainer", "encoder": encoder_spec, "train_pairs": len(train_rows),
-                "heldout_pairs": len(held_rows), "heldout_accuracy": final.get("heldout_accuracy"),
-                "heldout_acc": final.get("heldout_accuracy"), "heldout_correct": final.get("heldout_correct"),
-                "heldout_ci95": final.get("heldout_ci95"), "train_acc": final.get("train_acc"),
-                "final_loss": final.get("loss"), "epochs": spec.epochs, "seconds": round(time.perf_counter() - t0, 1),
+                "trainer": "trl.RewardTrainer",
+                "encoder": encoder_spec,
+                "train_pairs": len(train_rows),
+                "heldout_pairs": len(held_rows),
+                "heldout_accuracy": final.get("heldout_accuracy"),
+                "heldout_acc": final.get("heldout_accuracy"),
+                "heldout_correct": final.get("heldout_correct"),
+                "heldout_ci95": final.get("heldout_ci95"),
+                "train_acc": final.get("train_acc"),
+                "final_loss": final.get("loss"),
+                "epochs": spec.epochs,
+                "seconds": round(time.perf_counter() - t0, 1),
                 **{f"lora_{k}": v for k, v in share.items()},
             }
-            atomic_write_json(tmp / "rm_config.json", {"encoder_path": encoder_path, "encoder_spec": encoder_spec,
-                                                       "spec": spec.model_dump(mode="json"), "heads": heads})
+            atomic_write_json(
+                tmp / "rm_config.json",
+                {
+                    "encoder_path": encoder_path,
+                    "encoder_spec": encoder_spec,
+                    "spec": spec.model_dump(mode="json"),
+                    "heads": heads,
+                },
+            )
             atomic_write_json(tmp / "metrics.json", metrics)
             if out_dir.exists():
                 shutil.rmtree(out_dir)

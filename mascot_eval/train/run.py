@@ -59,5 +59,6 @@ def train(
     runs = td.load().get("runs", [])
     runs.append({"stage": stage, "seconds": seconds, "peak_rss_mb": round(peak_rss_mb(), 1)})
     evidence = learning_evidence(rows, [c.id for c in personas_of(cfg)])
-    return td.update(provenance=provenance(), runs=runs, plots={"training_curves": png.name} if png else {},
-                     metrics={"evidence": evidence})
+    return td.update(
+        provenance=provenance(), runs=runs, plots={"training_curves": png.name} if png else {}, metrics={"evidence": evidence}
+    )

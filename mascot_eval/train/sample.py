@@ -48,13 +48,17 @@ def eval_sample_ids(task: TaskSpec, data_dir: str | Path | None) -> set[str]:
     return {c.id for c in load_contexts(task, data_dir)}
 
 
-def pool_of(cfg: TrainConfig, task: TaskSpec, data_dir: str | Path | None, *, exclude: bool, path: str | None = None) -> list[Context]:
+def pool_of(
+    cfg: TrainConfig, task: TaskSpec, data_dir: str | Path | None, *, exclude: bool, path: str | None = None
+) -> list[Context]:
     """Every context of the task's source (filters applied, no sample), minus the held-out samples."""
     from ..data.loaders import load_contexts
     from ..taskspec import SampleSpec, load_task
 
     src = task.source if path is None else task.source.model_copy(update={"path": path})
-    pool = load_contexts(task.model_copy(update={"sample": SampleSpec(size=None, seed=task.sample.seed), "source": src}), data_dir)
+    pool = load_contexts(
+        task.model_copy(update={"sample": SampleSpec(size=None, seed=task.sample.seed), "source": src}), data_dir
+    )
     if exclude:
         held = eval_sample_ids(task, data_dir)
         for other in cfg.data.holdout_tasks:
@@ -80,8 +84,11 @@ def training_contexts(cfg: TrainConfig, data_dir: str | Path | None = None) -> l
         random.Random(stable_hash([cfg.data.seed, task.name])).shuffle(pool)
         chosen = pool[: cfg.data.contexts]
         if not chosen:
-            why = " after leaving out the evaluation samples (set data.exclude_eval_contexts: false for a smoke test)" \
-                if cfg.data.exclude_eval_contexts else ""
+            why = (
+                " after leaving out the evaluation samples (set data.exclude_eval_contexts: false for a smoke test)"
+                if cfg.data.exclude_eval_contexts
+                else ""
+            )
             raise UserError(f"{cfg.file or 'config'}: field 'data.tasks': task '{task.name}' has no contexts to train on{why}")
         if cfg.stage1.rollouts.rounds:
             task = task.model_copy(update={"rounds": cfg.stage1.rollouts.rounds})
@@ -91,9 +98,16 @@ def training_contexts(cfg: TrainConfig, data_dir: str | Path | None = None) -> l
 
 # -- rollouts ---------------------------------------------------------------------------------------
 
+
 def run_rollouts(
-    cfg: TrainConfig, contexts: list[TrainContext], views: dict[str, SystemView], user_model: str, out: Path,
-    *, settings: ClientSettings, seed: int,
+    cfg: TrainConfig,
+    contexts: list[TrainContext],
+    views: dict[str, SystemView],
+    user_model: str,
+    out: Path,
+    *,
+    settings: ClientSettings,
+    seed: int,
 ) -> dict[str, int]:
     """Dialogues of the system on each context (one transcript per line); returns {new, reused, failed}."""
     from ..systems.engine import run_dialogue
@@ -126,8 +140,10 @@ def run_rollouts(
     if todo:
         run_sync(all_())
     if counts["failed"]:
-        raise UserError(f"stage1 rollouts: {counts['failed']} dialogues failed ({errors[0]}); rerun the same command to "
-                        "retry them", exit_code=1)
+        raise UserError(
+            f"stage1 rollouts: {counts['failed']} dialogues failed ({errors[0]}); rerun the same command to retry them",
+            exit_code=1,
+        )
     return counts
 
 
@@ -145,6 +161,7 @@ def rollout_states(rollouts: Path, contexts: list[TrainContext], names: set[str]
 
 
 # -- candidates -------------------------------------------------------------------------------------
+
 
 def candidate_key(st: State, persona: str, k: int) -> str:
     return f"{st.key}:{persona}:{k}"

@@ -38,18 +38,23 @@ def load_adapter(url: str, name: str, folder: Path, *, timeout: float = 120.0) -
     if (url, name) in _LOADED:
         return
     body = json.dumps({"lora_name": name, "lora_path": str(folder.resolve())}).encode()
-    req = urllib.request.Request(url.rstrip("/") + "/load_lora_adapter", data=body, method="POST",
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        url.rstrip("/") + "/load_lora_adapter", data=body, method="POST", headers={"content-type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own server URL
             resp.read()
     except urllib.error.HTTPError as exc:
         text = exc.read().decode("utf-8", "replace")
         if "already" not in text.lower():
-            raise UserError(f"serving.url {url}: loading adapter {folder} as '{name}' failed (HTTP {exc.code}: {text[:200]}); "
-                            "start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True") from None
+            raise UserError(
+                f"serving.url {url}: loading adapter {folder} as '{name}' failed (HTTP {exc.code}: {text[:200]}); "
+                "start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
+            ) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise UserError(f"serving.url {url}: cannot reach the vLLM server ({exc}); start it first (see docs/training.md)") from None
+        raise UserError(
+            f"serving.url {url}: cannot reach the vLLM server ({exc}); start it first (see docs/training.md)"
+        ) from None
     _LOADED.add((url, name))
 
 

@@ -57,23 +57,37 @@ def sft_examples(cfg: TrainConfig, data_dir: str | Path | None, cards) -> tuple[
                     stats["too_long"] += 1
                     continue
                 card = view.by_name[st.speaker]
-                rows.append({"key": st.key, "task": task.name, "context_id": ctx.id, "persona": card.id,
-                             "prompt": view.speaker_messages(st, card, None),
-                             "completion": [{"role": "assistant", "content": reply}]})
+                rows.append(
+                    {
+                        "key": st.key,
+                        "task": task.name,
+                        "context_id": ctx.id,
+                        "persona": card.id,
+                        "prompt": view.speaker_messages(st, card, None),
+                        "completion": [{"role": "assistant", "content": reply}],
+                    }
+                )
                 got += 1
                 if got >= per_task:
                     break
         stats["per_task"][task.name] = got
     rows = rows[: sd.examples]
     if not rows:
-        raise UserError(f"{cfg.file or 'config'}: field 'sft.data.tasks': no human replies found for SFT; "
-                        "check the tasks' sources (EmpatheticDialogues or ESConv conversations)")
+        raise UserError(
+            f"{cfg.file or 'config'}: field 'sft.data.tasks': no human replies found for SFT; "
+            "check the tasks' sources (EmpatheticDialogues or ESConv conversations)"
+        )
     stats["examples"] = len(rows)
     return rows, stats
 
 
 def run_sft(
-    *, cfg: TrainConfig, base_path: str, tokenizer, rows: list[dict[str, Any]], out_dir: Path,
+    *,
+    cfg: TrainConfig,
+    base_path: str,
+    tokenizer,
+    rows: list[dict[str, Any]],
+    out_dir: Path,
     log: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
     """Train the SFT LoRA adapter; written to a temporary sibling, renamed into ``out_dir`` when finished."""
@@ -93,8 +107,7 @@ def run_sft(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.work."))
     kw = chat_template_kwargs(tokenizer)
-    data = [{"prompt": r["prompt"], "completion": r["completion"], **({"chat_template_kwargs": kw} if kw else {})}
-            for r in rows]
+    data = [{"prompt": r["prompt"], "completion": r["completion"], **({"chat_template_kwargs": kw} if kw else {})} for r in rows]
     last: dict[str, Any] = {}
 
     class LogToJsonl(TrainerCallback):
@@ -105,16 +118,33 @@ def run_sft(
                 log({"stage": "sft", "step_name": "sft", "name": "sft", "step": state.global_step, **row})
 
     args = SFTConfig(
-        output_dir=str(work), num_train_epochs=s.epochs, per_device_train_batch_size=s.batch_size,
-        gradient_accumulation_steps=s.gradient_accumulation_steps, learning_rate=s.learning_rate,
-        max_length=s.max_length, logging_steps=1, report_to="none", save_strategy="no", seed=cfg.seed,
-        use_cpu=not torch.cuda.is_available(), bf16=s.bf16, gradient_checkpointing=s.gradient_checkpointing,
-        disable_tqdm=True, completion_only_loss=True, dataset_num_proc=None,
+        output_dir=str(work),
+        num_train_epochs=s.epochs,
+        per_device_train_batch_size=s.batch_size,
+        gradient_accumulation_steps=s.gradient_accumulation_steps,
+        learning_rate=s.learning_rate,
+        max_length=s.max_length,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=cfg.seed,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=s.bf16,
+        gradient_checkpointing=s.gradient_checkpointing,
+        disable_tqdm=True,
+        completion_only_loss=True,
+        dataset_num_proc=None,
     )
     t0 = time.perf_counter()
     try:
-        trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(data), processing_class=tokenizer,
-                             peft_config=lora_config(s.lora), callbacks=[LogToJsonl()])
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(data),
+            processing_class=tokenizer,
+            peft_config=lora_config(s.lora),
+            callbacks=[LogToJsonl()],
+        )
         share = trainable_share(trainer.model)
         if is_main_process():
             log({"stage": "sft", "step_name": "lora", "name": "sft", **share})
@@ -128,5 +158,11 @@ def run_sft(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     losses = [v for k, v in last.items() if k == "loss"]
-    return {**share, "examples": len(rows), "epochs": s.epochs, "seconds": round(time.perf_counter() - t0, 1),
-            "final_loss": losses[-1] if losses else None, "train_loss": last.get("train_loss")}
+    return {
+        **share,
+        "examples": len(rows),
+        "epochs": s.epochs,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "final_loss": losses[-1] if losses else None,
+        "train_loss": last.get("train_loss"),
+    }

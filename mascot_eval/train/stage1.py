@@ -31,15 +31,22 @@ def _quiet(_: str) -> None:
 
 def judge_info(cfg: TrainConfig) -> dict[str, Any]:
     spec = cfg.judge_spec()
-    info = {"name": spec.name, "model": spec.model, "mode": spec.mode, "spec_hash": spec.spec_hash,
-            "evaluation_judges": cfg.eval_judge_names()}
+    info = {
+        "name": spec.name,
+        "model": spec.model,
+        "mode": spec.mode,
+        "spec_hash": spec.spec_hash,
+        "evaluation_judges": cfg.eval_judge_names(),
+    }
     overrides = cfg.judge_overrides.model_dump(exclude_none=True)
     if overrides:
         info["overrides"] = overrides
     return info
 
 
-def prepare(cfg: TrainConfig, out: Path, data_dir: str | Path | None, say: Say = _quiet) -> tuple[TrainDir, list[TrainContext], str]:
+def prepare(
+    cfg: TrainConfig, out: Path, data_dir: str | Path | None, say: Say = _quiet
+) -> tuple[TrainDir, list[TrainContext], str]:
     """Open the output folder and pick the training contexts; returns (dir, contexts, contexts hash)."""
     td = TrainDir(out)
     td.start(cfg, base_info(cfg.base_model))
@@ -48,8 +55,11 @@ def prepare(cfg: TrainConfig, out: Path, data_dir: str | Path | None, say: Say =
     warning = cfg.judge_warning()
     if warning:
         say(warning)
-    td.update(data={"tasks": cfg.data.tasks, "contexts": len(contexts), "contexts_hash": ctx_hash},
-              judge=judge_info(cfg), warnings=[warning] if warning else [])
+    td.update(
+        data={"tasks": cfg.data.tasks, "contexts": len(contexts), "contexts_hash": ctx_hash},
+        judge=judge_info(cfg),
+        warnings=[warning] if warning else [],
+    )
     return td, contexts, ctx_hash
 
 
@@ -89,8 +99,20 @@ def run_sft_step(cfg: TrainConfig, td: TrainDir, data_dir: str | Path | None, sa
         td.update(metrics={"sft_data": stats})
         say(f"sft data: {stats['examples']} human replies from {stats['conversations']} conversations ({stats['per_task']})")
     dest = td.adapter("sft")
-    h_sft = stable_hash([h_data, cfg.section_hash("base_model", "sft.epochs", "sft.learning_rate", "sft.batch_size",
-                                                  "sft.gradient_accumulation_steps", "sft.max_length", "sft.lora")])
+    h_sft = stable_hash(
+        [
+            h_data,
+            cfg.section_hash(
+                "base_model",
+                "sft.epochs",
+                "sft.learning_rate",
+                "sft.batch_size",
+                "sft.gradient_accumulation_steps",
+                "sft.max_length",
+                "sft.lora",
+            ),
+        ]
+    )
     if td.step_done("adapter:sft", h_sft, dest / "adapter_config.json"):
         say(f"sft adapter: done ({dest})")
         td.update(adapters={"sft": "adapters/sft"})
@@ -101,8 +123,10 @@ def run_sft_step(cfg: TrainConfig, td: TrainDir, data_dir: str | Path | None, sa
     if is_main_process():
         td.mark_done("adapter:sft", h_sft, **res)
         td.update(adapters={"sft": "adapters/sft"}, metrics={"adapter:sft": res})
-    say(f"sft adapter: {res['examples']} examples x {res['epochs']} epochs in {res['seconds']} s, final loss "
-        f"{res['final_loss']}, trainable {res['trainable_pct']:.3f}%")
+    say(
+        f"sft adapter: {res['examples']} examples x {res['epochs']} epochs in {res['seconds']} s, final loss "
+        f"{res['final_loss']}, trainable {res['trainable_pct']:.3f}%"
+    )
 
 
 def views_for(cfg: TrainConfig, td: TrainDir, contexts: list[TrainContext], speakers: dict[str, str]) -> dict[str, SystemView]:
@@ -110,8 +134,12 @@ def views_for(cfg: TrainConfig, td: TrainDir, contexts: list[TrainContext], spea
     out: dict[str, SystemView] = {}
     for tc in contexts:
         if tc.task.name not in out:
-            out[tc.task.name] = SystemView.build(cfg.system_ref, tc.task, models={**speakers, "director": role_spec(cfg, None, None)},
-                                                 model=role_spec(cfg, None, None))
+            out[tc.task.name] = SystemView.build(
+                cfg.system_ref,
+                tc.task,
+                models={**speakers, "director": role_spec(cfg, None, None)},
+                model=role_spec(cfg, None, None),
+            )
     return out
 
 
@@ -182,9 +210,14 @@ def run_stage1(
     _, group_cards = get_group(cfg.persona_group)
     views = views_for(cfg, td, contexts, {c.id: pi_sft for c in group_cards})
     rollouts = td.root / "stage1" / "rollouts.jsonl"
-    h_roll = stable_hash([cfg.section_hash("base_model", "sampling_model", "system", "persona_group", "seed",
-                                           "stage1.rollouts"), ctx_hash, sft_hash,
-                          {k: v.system.config_hash() for k, v in sorted(views.items())}])
+    h_roll = stable_hash(
+        [
+            cfg.section_hash("base_model", "sampling_model", "system", "persona_group", "seed", "stage1.rollouts"),
+            ctx_hash,
+            sft_hash,
+            {k: v.system.config_hash() for k, v in sorted(views.items())},
+        ]
+    )
     if td.step_done("rollouts", h_roll, rollouts):
         say(f"stage1 rollouts: done ({rollouts})")
     else:
@@ -193,8 +226,11 @@ def run_stage1(
         c = run_rollouts(cfg, contexts, views, role_spec(cfg, None, None), rollouts, settings=settings, seed=cfg.seed)
         say(f"stage1 rollouts: {c['new']} dialogues of '{cfg.system}', {c['reused']} reused")
         td.mark_done("rollouts", h_roll, dialogues=c["new"] + c["reused"])
-    states = rollout_states(rollouts, contexts, {c.name for c in cards} if not s1.eligible_speakers else
-                            set(views[contexts[0].task.name].system.agents))
+    states = rollout_states(
+        rollouts,
+        contexts,
+        {c.name for c in cards} if not s1.eligible_speakers else set(views[contexts[0].task.name].system.agents),
+    )
     if s1.eligible_speakers:
         states = eligible_states(states, cards, views)
     states = [st for st in states if st.speaker in {c.name for c in cards}]
@@ -204,8 +240,9 @@ def run_stage1(
     # 2. candidates: K replies per state from pi_SFT
     view0 = next(iter(views.values()))
     wanted = {candidate_key(st, view0.by_name[st.speaker].id, k) for st in states for k in range(s1.candidates)}
-    h_cand = stable_hash([h_roll, cfg.section_hash("personas", "seed", "stage1.candidates", "stage1.sampling"),
-                          [st.key for st in states]])
+    h_cand = stable_hash(
+        [h_roll, cfg.section_hash("personas", "seed", "stage1.candidates", "stage1.sampling"), [st.key for st in states]]
+    )
     if td.step_done("candidates", h_cand, td.candidates):
         say(f"stage1 candidates: done ({td.candidates})")
     else:
@@ -213,12 +250,15 @@ def run_stage1(
         td.step_check("candidates", h_cand, td.candidates)
         c = {"new": 0, "reused": 0, "failed": 0}
         for name, view in views.items():
-            got = sample_candidates(cfg, [st for st in states if st.task.name == name], view, pi_sft, td.candidates,
-                                    settings=settings)
+            got = sample_candidates(
+                cfg, [st for st in states if st.task.name == name], view, pi_sft, td.candidates, settings=settings
+            )
             for k in c:
                 c[k] += got[k]
-        say(f"stage1 candidates: {c['new']} sampled from {pi_sft.split('#')[0]}{' + sft' if sft else ''}, "
-            f"{len(states)} states; {c['failed']} failed")
+        say(
+            f"stage1 candidates: {c['new']} sampled from {pi_sft.split('#')[0]}{' + sft' if sft else ''}, "
+            f"{len(states)} states; {c['failed']} failed"
+        )
         if c["failed"]:
             raise UserError(f"stage1: {c['failed']} candidate calls failed; rerun the same command to retry them", exit_code=1)
         td.mark_done("candidates", h_cand, rows=len(wanted), states=len(states))
@@ -233,7 +273,9 @@ def run_stage1(
         _require_main("judged")
         td.step_check("judged", h_judge, td.judged)
         j = judge_candidates(cfg.judge_spec(), candidates, by_id, td.judged, settings=settings)
-        say(f"stage1 judged: {j['new']} new, {j['reused']} reused; {j['scored']} scored, {j['unscored']} unscored by '{cfg.judge}'")
+        say(
+            f"stage1 judged: {j['new']} new, {j['reused']} reused; {j['scored']} scored, {j['unscored']} unscored by '{cfg.judge}'"
+        )
         td.mark_done("judged", h_judge, scored=j["scored"], unscored=j["unscored"])
     judged = [r for r in read_jsonl(td.judged) if r["key"] in wanted]
 
@@ -281,12 +323,16 @@ def run_stage1(
 
         from .reward_model import encoder_path
 
-        m = train_reward_model(encoder_path(rm_base_spec), rm_base_spec, rm_spec, pairs, td.reward_model, seed=cfg.seed,
-                               log=td.log)
+        m = train_reward_model(
+            encoder_path(rm_base_spec), rm_base_spec, rm_spec, pairs, td.reward_model, seed=cfg.seed, log=td.log
+        )
         td.mark_done("reward_model", h_rm, **{k: v for k, v in m.items() if not isinstance(v, dict)})
         td.update(metrics={"reward_model": m})
-        acc = "n/a (no held-out pairs)" if m["heldout_accuracy"] is None else \
-            f"{m['heldout_accuracy']:.3f} on {m['heldout_pairs']} held-out pairs (95% CI {m['heldout_ci95'][0]:.3f}-{m['heldout_ci95'][1]:.3f})"
+        acc = (
+            "n/a (no held-out pairs)"
+            if m["heldout_accuracy"] is None
+            else f"{m['heldout_accuracy']:.3f} on {m['heldout_pairs']} held-out pairs (95% CI {m['heldout_ci95'][0]:.3f}-{m['heldout_ci95'][1]:.3f})"
+        )
         say(f"stage1 reward model: {m['train_pairs']} train pairs, held-out accuracy {acc}, {m['seconds']} s")
     if data_only:
         return td.load()
@@ -314,13 +360,25 @@ def run_stage1(
         rows = [{"prompt": views[st.task.name].speaker_messages(st, card, st.directive), "state": st.key} for st in mine]
         dest.parent.mkdir(parents=True, exist_ok=True)
         res = run_grpo(
-            name=card.id, stage="stage1", base_path=base_path, base_spec=cfg.base_model, tokenizer=tok, rows=rows,
-            reward_fn=persona_reward_fn(scorer, card, others, cfg, view), spec=s1.grpo, lora=s1.lora, out_dir=dest,
-            seed=cfg.seed, log=td.log, init_adapter=sft,
+            name=card.id,
+            stage="stage1",
+            base_path=base_path,
+            base_spec=cfg.base_model,
+            tokenizer=tok,
+            rows=rows,
+            reward_fn=persona_reward_fn(scorer, card, others, cfg, view),
+            spec=s1.grpo,
+            lora=s1.lora,
+            out_dir=dest,
+            seed=cfg.seed,
+            log=td.log,
+            init_adapter=sft,
         )
         if is_main_process():
             td.mark_done(f"adapter:{card.id}", h_ad, **{k: v for k, v in res.items() if k != "final"})
             td.update(adapters={card.id: f"adapters/{card.id}"}, metrics={f"adapter:{card.id}": res})
-        say(f"stage1 adapter {card.id}: {res['steps']} GRPO steps on {len(rows)} states in {res['seconds']} s, "
-            f"trainable {res['trainable_pct']:.3f}% ({res['trainable_params']:,} of {res['total_params']:,})")
+        say(
+            f"stage1 adapter {card.id}: {res['steps']} GRPO steps on {len(rows)} states in {res['seconds']} s, "
+            f"trainable {res['trainable_pct']:.3f}% ({res['trainable_params']:,} of {res['total_params']:,})"
+        )
     return td.load()

@@ -127,10 +127,20 @@ async def play_block(view: SystemView, st: State, first, n: int, seed: int, sett
 def block_transcript(st: State, view: SystemView, turns: list[Turn], tag: str) -> Transcript:
     t = st.task
     return Transcript(
-        dialogue_id=f"train:{st.dialogue_id}:{tag}", task=t.name, task_version=t.version, split=t.split,
-        domain=st.context.domain, context_id=st.context.id, system=view.system.config.name, system_config_hash="train",
-        persona_group=view.system.group, agents=view.system.agents, turns=turns, user_profile=st.profile,
-        context=st.context.to_dict(), personas={c.name: c.model_dump() for c in view.cards},
+        dialogue_id=f"train:{st.dialogue_id}:{tag}",
+        task=t.name,
+        task_version=t.version,
+        split=t.split,
+        domain=st.context.domain,
+        context_id=st.context.id,
+        system=view.system.config.name,
+        system_config_hash="train",
+        persona_group=view.system.group,
+        agents=view.system.agents,
+        turns=turns,
+        user_profile=st.profile,
+        context=st.context.to_dict(),
+        personas={c.name: c.model_dump() for c in view.cards},
     )
 
 
@@ -146,8 +156,14 @@ def block_reward_parts(st: State, view: SystemView, block: list[Turn], n: int):
     return round_turns, sp, content
 
 
-def director_reward_fn(cfg: TrainConfig, views: dict[str, SystemView], states: dict[str, State],
-                       judge: Callable[[Transcript, SystemView], Any], mode: str, settings: ClientSettings):
+def director_reward_fn(
+    cfg: TrainConfig,
+    views: dict[str, SystemView],
+    states: dict[str, State],
+    judge: Callable[[Transcript, SystemView], Any],
+    mode: str,
+    settings: ClientSettings,
+):
     """trl reward function for Director completions (see the module docstring for the formula)."""
     r = cfg.stage2.reward
     s2 = cfg.stage2
@@ -177,8 +193,9 @@ def director_reward_fn(cfg: TrainConfig, views: dict[str, SystemView], states: d
         out = []
         for i, (_, pen, _, ok) in enumerate(results):
             j = terms[i] if ok else None
-            out.append(r.judge_weight * (j if j is not None else 0.0) + r.format_weight * decided[i][2]
-                       - r.diversity_weight * pen)
+            out.append(
+                r.judge_weight * (j if j is not None else 0.0) + r.format_weight * decided[i][2] - r.diversity_weight * pen
+            )
         if log_metric is not None:
             n_valid = sum(valid)
             log_metric("invalid_directive", 1 - n_valid / len(raws))
@@ -214,12 +231,16 @@ def choice_bias(tok, cards: list[PersonaCard], prefill: str, bias: float = 100.0
     for option in [*(c.name for c in cards), "none"]:
         ids = tok.encode(prefill + option, add_special_tokens=False)
         if ids[: len(head)] != head or len(ids) == len(head):
-            raise UserError(f"stage2.prefill {prefill!r}: the tokenizer merges it with the option {option!r}; end the "
-                            "prefill on a token boundary (e.g. with a quote)")
+            raise UserError(
+                f"stage2.prefill {prefill!r}: the tokenizer merges it with the option {option!r}; end the "
+                "prefill on a token boundary (e.g. with a quote)"
+            )
         first = ids[len(head)]
         if first in firsts:
-            raise UserError(f"stage2.decision 'speaker': options {firsts[first]!r} and {option!r} start with the same "
-                            "token; use decision: directive")
+            raise UserError(
+                f"stage2.decision 'speaker': options {firsts[first]!r} and {option!r} start with the same "
+                "token; use decision: directive"
+            )
         firsts[first] = option
     return [[[t], bias] for t in firsts]
 
@@ -258,8 +279,14 @@ def run_stage2(
             raise UserError(f"{out}: stage2.rollouts is 'stage1' but {rollouts} is missing; run stage1 first")
         say(f"stage2 rollouts: the Stage-1 rollouts ({rollouts})")
     else:
-        h_roll = stable_hash([speaker_hash, ctx_hash, cfg.section_hash("seed", "sampling_model", "system", "stage1.rollouts"),
-                              {k: v.system.config_hash() for k, v in sorted(views.items())}])
+        h_roll = stable_hash(
+            [
+                speaker_hash,
+                ctx_hash,
+                cfg.section_hash("seed", "sampling_model", "system", "stage1.rollouts"),
+                {k: v.system.config_hash() for k, v in sorted(views.items())},
+            ]
+        )
         if td.step_done("rollouts2", h_roll, rollouts):
             say(f"stage2 rollouts: done ({rollouts})")
         else:
@@ -282,8 +309,7 @@ def run_stage2(
     from ..judges.score import judge_transcript
 
     judge_spec = cfg.judge_spec()
-    h_dir = stable_hash([h_roll, cfg.judge, cfg.judge_overrides.model_dump(exclude_none=True),
-                         cfg.section_hash("stage2")])
+    h_dir = stable_hash([h_roll, cfg.judge, cfg.judge_overrides.model_dump(exclude_none=True), cfg.section_hash("stage2")])
     if td.step_done("adapter:director", h_dir, dest / "adapter_config.json"):
         say(f"stage2 director adapter: done ({dest})")
         td.update(adapters={"director": "adapters/director"})
@@ -303,15 +329,27 @@ def run_stage2(
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     res = run_grpo(
-        name="director", stage="stage2", base_path=base_path, base_spec=cfg.base_model, tokenizer=tok, rows=rows,
-        reward_fn=director_reward_fn(cfg, views, by_key, judge, judge_spec.mode, settings), spec=spec, lora=s2.lora,
-        out_dir=dest, seed=cfg.seed, log=td.log, generation_kwargs=gen_kwargs,
+        name="director",
+        stage="stage2",
+        base_path=base_path,
+        base_spec=cfg.base_model,
+        tokenizer=tok,
+        rows=rows,
+        reward_fn=director_reward_fn(cfg, views, by_key, judge, judge_spec.mode, settings),
+        spec=spec,
+        lora=s2.lora,
+        out_dir=dest,
+        seed=cfg.seed,
+        log=td.log,
+        generation_kwargs=gen_kwargs,
     )
     if is_main_process():
         td.mark_done("adapter:director", h_dir, **{k: v for k, v in res.items() if k != "final"})
         td.update(adapters={"director": "adapters/director"}, metrics={"adapter:director": res})
-    say(f"stage2 director adapter: {res['steps']} GRPO steps on {len(rows)} states in {res['seconds']} s, "
-        f"trainable {res['trainable_pct']:.3f}%")
+    say(
+        f"stage2 director adapter: {res['steps']} GRPO steps on {len(rows)} states in {res['seconds']} s, "
+        f"trainable {res['trainable_pct']:.3f}%"
+    )
     return td.load()
 
 
@@ -323,4 +361,3 @@ def director_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[k] = out.get(k, 0) + v
     return out
-

@@ -75,8 +75,16 @@ class SystemView:
 
     # dialogue states
     def dialogue_state(self, st: State, seed: int = 0) -> DialogueState:
-        return DialogueState(task=st.task, context=st.context, profile=st.profile, dialogue_id=st.dialogue_id, seed=seed,
-                             rounds=st.task.rounds, turns=list(st.turns), round=st.round)
+        return DialogueState(
+            task=st.task,
+            context=st.context,
+            profile=st.profile,
+            dialogue_id=st.dialogue_id,
+            seed=seed,
+            rounds=st.task.rounds,
+            turns=list(st.turns),
+            round=st.round,
+        )
 
     def extra_vars(self, ds: DialogueState) -> dict[str, Any]:
         extra = getattr(self.system, "extra_vars", None)  # prompted kinds: few-shot examples, reasoning
@@ -113,8 +121,19 @@ def states_of(t: Transcript, task: TaskSpec, context: Context) -> list[State]:
     for i, turn in enumerate(t.turns):
         if turn.is_user:
             continue
-        out.append(State(task=task, context=context, profile=t.user_profile, dialogue_id=t.dialogue_id, turns=t.turns[:i],
-                         round=turn.round, speaker=turn.speaker, directive=turn.directive, key=f"{t.dialogue_id}#{i}"))
+        out.append(
+            State(
+                task=task,
+                context=context,
+                profile=t.user_profile,
+                dialogue_id=t.dialogue_id,
+                turns=t.turns[:i],
+                round=turn.round,
+                speaker=turn.speaker,
+                directive=turn.directive,
+                key=f"{t.dialogue_id}#{i}",
+            )
+        )
     return out
 
 
@@ -137,8 +156,16 @@ def human_states(ctx: Context, task: TaskSpec, replies: int, system_name: str, n
         if rnd == 0:  # the supporter opened (ESConv "Hello"): not a reply to the user
             continue
         name = names[k % len(names)]
-        st = State(task=task, context=ctx, profile=None, dialogue_id=make_dialogue_id(task.name, ctx.id, None, system_name),
-                   turns=list(turns), round=rnd, speaker=name, key=f"{task.name}:{ctx.id}#{len(turns)}")
+        st = State(
+            task=task,
+            context=ctx,
+            profile=None,
+            dialogue_id=make_dialogue_id(task.name, ctx.id, None, system_name),
+            turns=list(turns),
+            round=rnd,
+            speaker=name,
+            key=f"{task.name}:{ctx.id}#{len(turns)}",
+        )
         out.append((st, text))
         turns.append(Turn(round=rnd, speaker=name, text=text))
         k += 1

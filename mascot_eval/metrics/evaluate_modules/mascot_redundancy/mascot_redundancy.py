@@ -39,9 +39,21 @@ def groups_to_transcripts(groups: list[list[str]]) -> list[Transcript]:
     for i, replies in enumerate(groups):
         agents = [f"agent{k + 1}" for k in range(len(replies))]
         turns = [Turn(round=1, speaker="user", text="")] + [Turn(round=1, speaker=a, text=r) for a, r in zip(agents, replies)]
-        out.append(Transcript(dialogue_id=f"group-{i}", task="groups", task_version="1", split="in_domain",
-                              domain="-", context_id=str(i), system="predictions", system_config_hash="-",
-                              persona_group="-", agents=agents, turns=turns))
+        out.append(
+            Transcript(
+                dialogue_id=f"group-{i}",
+                task="groups",
+                task_version="1",
+                split="in_domain",
+                domain="-",
+                context_id=str(i),
+                system="predictions",
+                system_config_hash="-",
+                persona_group="-",
+                agents=agents,
+                turns=turns,
+            )
+        )
     return out
 
 
