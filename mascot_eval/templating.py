@@ -37,9 +37,9 @@ MAX_REPEAT = 1_000_000  # longest sequence '*' may build
 MAX_EXPONENT = 128  # largest integer exponent '**' accepts
 
 
-def _one_line(text: str, n: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+def _one_line(text: object, n: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= n else line[: n - 3] + "..."
 
 
 def check_name(name: Any, *, what: str = "template") -> str:

@@ -88,7 +88,9 @@ class LocalEngine:
         device, dtype = local_device()
         try:
             tok = AutoTokenizer.from_pretrained(ref)
-            model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype).to(device)
+            # transformers wraps PreTrainedModel.to with functools.wraps, which typeshed types as an unbound
+            # callable (it expects the model as the first argument)
+            model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype).to(device)  # type: ignore[arg-type]
         except (OSError, ValueError) as exc:
             raise UserError(f"model '{self.label}': cannot load '{ref}' with transformers ({str(exc).splitlines()[0]})") from None
         if not tok.chat_template:

@@ -39,7 +39,7 @@ def list_cmd(judges_dir: str | None, as_json: bool) -> None:
     kinds = probe_backends()
     aliases = probe_aliases(judges_dir)
     files = {name: spec.file for name, spec in load_judge_specs(judges_dir).items()}
-    source = {p.name: paths.source_of(files[p.name]) if files.get(p.name) else "plugin" for p in aliases}
+    source = {p.name: paths.source_of(f) if (f := files.get(p.name)) else "plugin" for p in aliases}
     if as_json:
         click.echo(
             json.dumps(

@@ -19,8 +19,8 @@ def iter_json_lines(path: Path, what: str, *, limit: int | None = None) -> Itera
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise UserError(f"{path}:{line}: not UTF-8 (byte {exc.start}); this is not {what}") from None
+        bad_line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{bad_line}: not UTF-8 (byte {exc.start}); this is not {what}") from None
     lines = text.split("\n")
     complete = lines[-1] == ""
     if complete:

@@ -59,8 +59,8 @@ def _length_bias(df: pd.DataFrame, words: dict[tuple[str, str], int]) -> tuple[f
     ov = df[df["criterion"] == "overall"]
     if ov.empty:
         return float("nan"), 0
-    x = [words.get((d, a if isinstance(a, str) else ""), np.nan) for d, a in zip(ov["dialogue_id"], ov["agent"])]
-    x = np.asarray(x, dtype=float)
+    counts = [words.get((d, a if isinstance(a, str) else ""), np.nan) for d, a in zip(ov["dialogue_id"], ov["agent"])]
+    x = np.asarray(counts, dtype=float)
     y = ov["score"].to_numpy(dtype=float)
     ok = ~np.isnan(x)
     x, y = x[ok], y[ok]

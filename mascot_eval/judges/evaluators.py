@@ -192,8 +192,9 @@ def position_stats(rows: list[dict[str, Any]], judge: str, human: dict[str, floa
     rates = {str(k): float(np.mean([r["best_position"] == k for r in picks])) for k in (1, 2, 3)}
     agree, acl = [], []
     for r in picks:
-        vals = {d: human.get(d) for d in r["triple"]}
-        if any(v is None for v in vals.values()):
+        rated = {d: human.get(d) for d in r["triple"]}
+        vals = {d: v for d, v in rated.items() if v is not None}
+        if len(vals) < len(rated):
             continue
         top = max(vals.values())
         if sum(1 for v in vals.values() if v == top) == 1:

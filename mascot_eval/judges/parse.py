@@ -46,7 +46,8 @@ def _score_value(v: Any) -> float | None:
 
 
 def _scores_of(obj: dict[str, Any], criteria: tuple[str, ...]) -> tuple[dict[str, float] | None, str]:
-    src = obj.get("scores") if isinstance(obj.get("scores"), dict) else obj
+    nested = obj.get("scores")
+    src: dict[str, Any] = nested if isinstance(nested, dict) else obj
     missing = [c for c in criteria if c not in src]
     if missing:
         return None, f"missing {', '.join(missing)}"

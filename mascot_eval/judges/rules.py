@@ -117,8 +117,9 @@ def _why(fails: dict[str, int], total: int) -> str:
 
 def _turn_views(turns: list[Any]) -> list[tuple[int, str, str, str, list[str]]]:
     """(round, speaker, text, latest user text, earlier agent texts of the round) per agent turn."""
-    out = []
-    user_text, earlier, rnd = "", [], None
+    out: list[tuple[int, str, str, str, list[str]]] = []
+    user_text, rnd = "", None
+    earlier: list[str] = []
     for t in turns:
         if t.round != rnd:
             rnd, earlier = t.round, []
@@ -162,7 +163,8 @@ def score_transcript(
 
 def score_reply(rules: RulesSpec, persona_id: str, history: list[dict[str, str]], response: str) -> tuple[dict[str, float], str]:
     """Agent-level scores of one candidate reply after ``history`` (``[{"name" or "role", "content"}]``)."""
-    user_text, earlier = "", []
+    user_text = ""
+    earlier: list[str] = []
     for m in history:
         who = (m.get("name") or m.get("speaker") or m.get("role") or "").lower()
         if who == "user":

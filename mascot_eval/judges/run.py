@@ -13,7 +13,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..aio import run_all, run_sync
 from ..backends.client import ClientSettings
@@ -67,7 +67,7 @@ def _levels_for(t: Transcript, levels: tuple[str, ...] | list[str] | None) -> tu
 
 async def judge_rundir_async(
     rundir: RunDir,
-    judges: list[str] | list[JudgeSpec] | str,
+    judges: list[str] | list[JudgeSpec] | list[Judge] | str,
     *,
     settings: ClientSettings | None = None,
     levels: tuple[str, ...] | list[str] | None = None,
@@ -81,9 +81,14 @@ async def judge_rundir_async(
     for lv in levels or ():
         criteria_for(lv) if lv in ("agent", "group") else _bad_level(lv)
     if isinstance(judges, list) and judges and all(isinstance(j, Judge) for j in judges):
-        panel = list(judges)  # already loaded (the CLI loads them before anything is written)
+        panel = cast("list[Judge]", list(judges))  # already loaded (the CLI loads them before anything is written)
     else:
-        specs = parse_judges(judges) if isinstance(judges, str) or (judges and isinstance(judges[0], str)) else list(judges)
+        # a list holds names or specs, told apart by its first item
+        specs = (
+            parse_judges(judges)
+            if isinstance(judges, str) or (judges and isinstance(judges[0], str))
+            else cast("list[JudgeSpec]", list(judges))
+        )
         panel = [Judge(s, settings) for s in specs]
     ts = transcripts if transcripts is not None else rundir.transcripts()
     if not ts:

@@ -253,6 +253,7 @@ class Judge:
         segments = tuple(('{"rationale": "", ' if i == 0 else "3, ") + f'"{c}": ' for i, c in enumerate(criteria))
         asked = await self.ask_probs(user_prompt, segments, DIGITS)
         if asked.parsed.ok:
+            assert asked.parsed.obj is not None  # ask_probs sets obj on every answer that parsed
             probs = asked.parsed.obj["probs"]
             asked.parsed.scores = {c: int(max(DIGITS, key=p.__getitem__)) for c, p in zip(criteria, probs)}
             asked.weighted = {c: sum(int(d) * p[d] for d in DIGITS) for c, p in zip(criteria, probs)}
@@ -329,10 +330,11 @@ def _rows(
     rows = []
     status = _status(asked)
     ok = status == "scored"
+    scored = asked if ok else None  # "scored" only for an answer that parsed
     usage = Usage.model_validate(asked.usage).model_dump() if asked is not None else None
     for i, c in enumerate(criteria_for(level)):
-        score = asked.parsed.scores[c] if ok else None
-        w = asked.weighted.get(c) if ok else None
+        score = scored.parsed.scores[c] if scored is not None else None
+        w = scored.weighted.get(c) if scored is not None else None
         rows.append(
             {
                 "schema": SCHEMA,

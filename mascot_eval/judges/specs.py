@@ -10,6 +10,7 @@ default rubric and templates.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,7 +151,7 @@ def _spec_files(root: Path) -> list[Path]:
     return [p for p in sorted(root.glob("*.yaml")) if p.name not in NOT_JUDGE_FILES]
 
 
-def load_judge_specs(root: str | Path | None = None) -> dict[str, JudgeSpec]:
+def load_judge_specs(root: str | os.PathLike[str] | None = None) -> dict[str, JudgeSpec]:
     """All judge specs in ``judges/*.yaml`` (plus plug-ins), by name."""
     # by default the user folder's judges/*.yaml override the shipped ones by name
     files = _spec_files(Path(root)) if root else [p for p in paths.entries("judges").values() if p.name not in NOT_JUDGE_FILES]

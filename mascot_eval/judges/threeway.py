@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -48,7 +48,7 @@ ORDER_MODES = ("all", "rotations")
 def orders(mode: str = "all") -> list[tuple[int, int, int]]:
     """Index orders: the 6 permutations ("all") or the 3 cyclic rotations ("rotations")."""
     if mode == "all":
-        return list(itertools.permutations(range(3)))
+        return list(itertools.permutations(range(3), 3))
     if mode == "rotations":
         return [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
     raise UserError(f"--orders: '{mode}' is not one of {', '.join(ORDER_MODES)}")
@@ -96,6 +96,7 @@ async def compare_one(judge: Judge, trio: list[Transcript], order: tuple[int, in
     if judge.spec.mode == "logprob":  # the best label's probability after '"best": "'; ranking by probability
         asked = await judge.ask_probs(prompt, ('{"rationale": "", "best": "',), tuple(LABELS))
         if asked.parsed.ok:
+            assert asked.parsed.obj is not None  # ask_probs sets obj on every answer that parsed
             p = asked.parsed.obj["probs"][0]
             ranking = sorted(LABELS, key=lambda lab: -p[lab])
             asked.parsed.obj = {"best": ranking[0], "ranking": ranking, "probs": p}
@@ -125,9 +126,11 @@ async def compare_one(judge: Judge, trio: list[Transcript], order: tuple[int, in
         "template_hash": judge.template_hash,
     }
     if asked.parsed.ok:
-        row.update(map_back(row["order"], asked.parsed.obj["best"], asked.parsed.obj["ranking"]))
-        if asked.parsed.obj.get("probs") is not None:
-            row["probs"] = asked.parsed.obj["probs"]
+        obj = asked.parsed.obj
+        assert obj is not None  # an answer that parsed carries its verdict (parse_choice, ask_probs above)
+        row.update(map_back(row["order"], obj["best"], obj["ranking"]))
+        if obj.get("probs") is not None:
+            row["probs"] = obj["probs"]
     else:
         row.update({"best_label": None, "best_position": None, "best_system": None, "tie": None, "ranking_systems": None})
     return row
@@ -218,7 +221,12 @@ async def compare_async(
     settings: ClientSettings | None = None,
     progress: bool = True,
 ) -> CompareResult:
-    specs = parse_judges(judges) if isinstance(judges, str) or (judges and isinstance(judges[0], str)) else list(judges)
+    # a list holds names or specs, told apart by its first item
+    specs = (
+        parse_judges(judges)
+        if isinstance(judges, str) or (judges and isinstance(judges[0], str))
+        else cast("list[JudgeSpec]", list(judges))
+    )
     panel = [Judge(s, settings) for s in specs]
     names, trios = shared_trios(transcripts, systems)
     if limit is not None:
@@ -389,7 +397,7 @@ def _block(rows: list[dict[str, Any]], systems: list[str], n_boot: int, seed: in
     out["first_position_rate"] = out["position_rates"]["1"]
     out["tie_rate"] = _est([float(bool(r["tie"])) for r in valid], keys, n_boot, seed)
     # per context: do the orders agree, and which system (if any) wins a strict majority of orders?
-    by_ctx: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_ctx: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in valid:
         by_ctx[(r["pair_key"], r["judge"])].append(r)
     disagree, dkeys = [], []
@@ -450,17 +458,17 @@ def summarize_comparisons(rows, *, n_boot: int = 2000, seed: int = 0, bt_prior: 
 
 
 def _usage_totals(rows) -> dict[str, float]:
-    tot: Counter[str] = Counter()
+    tot: dict[str, float] = {}
     for r in rows:
         for k, v in (r.get("usage") or {}).items():
             if isinstance(v, (int, float)):
-                tot[k] += v
+                tot[k] = tot.get(k, 0) + v
     return dict(tot)
 
 
 def compare_runs(
     run_dirs: list[RunDir],
-    judges: list[str] | str,
+    judges: list[str] | list[JudgeSpec] | str,
     *,
     out: RunDir | None = None,
     systems: list[str] | None = None,

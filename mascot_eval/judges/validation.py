@@ -285,11 +285,15 @@ async def pick_best(judge: Judge, triple: list[Transcript], order: tuple[int, in
     if judge.spec.mode == "logprob":
         asked = await judge.ask_probs(prompt, ('{"rationale": "", "best": "',), LABELS)
         if asked.parsed.ok:
+            assert asked.parsed.obj is not None  # ask_probs sets obj on every answer that parsed
             p = asked.parsed.obj["probs"][0]
             asked.parsed.obj = {"best": max(LABELS, key=p.__getitem__), "probs": p}
     else:
         asked = await judge.ask_with(prompt, lambda text, s: parse_choice(text, LABELS, shown=s), choice_schema())
-    best = asked.parsed.obj["best"] if asked.parsed.ok else None
+    best = None
+    if asked.parsed.ok:
+        assert asked.parsed.obj is not None  # an answer that parsed carries its verdict (parse_choice, ask_probs)
+        best = asked.parsed.obj["best"]
     pos = LABELS.index(best) + 1 if best in LABELS else None
     return {
         "schema": POSITION_SCHEMA,
@@ -363,7 +367,7 @@ class ValidateResult:
     report: dict[str, Any]
     sets: dict[str, LoadedSet]
     new_transcripts: int = 0
-    judged: dict[str, dict[str, int]] = field(default_factory=dict)
+    judged: dict[str, dict[str, float]] = field(default_factory=dict)  # seconds is a float
 
 
 def unguarded_spec(spec: JudgeSpec) -> JudgeSpec:

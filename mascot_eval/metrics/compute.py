@@ -63,7 +63,9 @@ def compute(
         df = empty_frame()
         df.attrs["notes"] = {}
         return df
-    meta = [(t.dialogue_id, t.pair_key, t.system, t.task, t.split, t.domain) for t in transcripts]
+    meta: list[tuple[str | None, str | None, str, str, str, str]] = [
+        (t.dialogue_id, t.pair_key, t.system, t.task, t.split, t.domain) for t in transcripts
+    ]
     meta += [(None, None, g.system, g.task, g.split, g.domain) for g in ctx.groups]
     meta_cols = [np.array([m[i] for m in meta], dtype=object) for i in range(6)]
     n_t = len(transcripts)

@@ -167,11 +167,11 @@ def _partners(ctx: MetricContext) -> list[tuple[TurnRef, TurnRef | None, TurnRef
     """(agent turn, previous agent turn in round, latest user turn, immediately preceding turn)."""
 
     def run() -> list[tuple[TurnRef, TurnRef | None, TurnRef | None, TurnRef | None]]:
-        out = []
+        out: list[tuple[TurnRef, TurnRef | None, TurnRef | None, TurnRef | None]] = []
         for ti in range(len(ctx.transcripts)):
-            last_user = None
-            prev_agent = None
-            prev_turn = None
+            last_user: TurnRef | None = None
+            prev_agent: TurnRef | None = None
+            prev_turn: TurnRef | None = None
             cur_round = None
             for r in ctx.turns_of(ti):
                 if r.round != cur_round:
@@ -204,7 +204,8 @@ def rowwise_cosine(vectors: np.ndarray, a, b) -> np.ndarray:  # type: ignore[no-
 
 def _sim(kind: str, which: int):  # type: ignore[no-untyped-def]
     def fn(ctx: MetricContext) -> Rows:
-        pairs = [(item[0], item[which]) for item in _partners(ctx) if item[which] is not None]
+        pairs = [(item[0], other) for item in _partners(ctx) if (other := item[which]) is not None]
+        vals: np.ndarray | list[float]
         if kind == "cosine":
             vals = rowwise_cosine(ctx.vectors, [t.text_id for t, _ in pairs], [o.text_id for _, o in pairs])
         else:

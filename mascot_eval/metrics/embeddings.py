@@ -184,7 +184,7 @@ class _Encoder:
         self.torch = torch
         from transformers.utils import logging as hf_logging
 
-        kwargs = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if dtype == "bfloat16" else {}
+        kwargs: dict[str, Any] = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if dtype == "bfloat16" else {}
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # no "Loading weights" bar in the middle of a command's output
         try:

@@ -14,6 +14,8 @@ Units without any n-gram produce no row (counted in the notes).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import register
@@ -33,6 +35,7 @@ def _lexical(ctx: MetricContext, scope: str, n: int) -> tuple[np.ndarray, np.nda
         turns = ctx.agent_turns
         keys: dict[tuple, int] = {}
         set_ids = []
+        k: tuple[Any, ...]
         for r in turns:
             if scope == "agent":
                 k = (r.ti, r.speaker)
@@ -72,7 +75,7 @@ def _make(kind: str, scope: str, n: int) -> Metric:
             f"distinct-{n}: distinct {n}-grams / total {n}-grams over {_SCOPE_DOC[scope]} "
             "(lower-cased word/punctuation tokens; n-grams within a turn). Range (0, 1]."
         )
-        rng = (0.0, 1.0)
+        rng: tuple[float | None, float | None] = (0.0, 1.0)
     else:
         desc = (
             f"entropy-{n}: Shannon entropy in bits of the {n}-gram frequency distribution over "

@@ -62,8 +62,8 @@ def _card_margin(ctx: MetricContext) -> Rows:
         return rows
     row_of, mat, _ = _card_matrix(ctx)
     members: dict[str, list[int]] = {}
-    for (g, _), i in row_of.items():
-        members.setdefault(g, []).append(i)
+    for (g, _), row in row_of.items():
+        members.setdefault(g, []).append(row)
     turns, own, others = [], [], []
     for r in ctx.agent_turns:
         g = ctx.card_group(r.ti)

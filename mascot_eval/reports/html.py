@@ -62,12 +62,11 @@ def table(
     df: pd.DataFrame | list[dict[str, Any]] | None, *, digits: int = 2, left: Sequence[str] = (), cls: str = ""
 ) -> dict[str, Any]:
     """A table for the template: column names, rows of formatted strings, which columns align left."""
-    if isinstance(df, list):
-        df = pd.DataFrame(df)
-    if df is None or df.empty:
+    frame = pd.DataFrame(df) if isinstance(df, list) else df
+    if frame is None or frame.empty:
         return {"columns": [], "rows": [], "left": [], "cls": cls}
-    cols = [str(c) for c in df.columns]
-    rows = [[_fmt(v, digits) for v in r] for r in df.itertuples(index=False, name=None)]
+    cols = [str(c) for c in frame.columns]
+    rows = [[_fmt(v, digits) for v in r] for r in frame.itertuples(index=False, name=None)]
     return {"columns": cols, "rows": rows, "left": [c in left for c in cols], "cls": cls}
 
 
@@ -683,7 +682,7 @@ def render_html(
 
 
 def _inputs_hash(rundirs: Sequence[RunDir], summary: dict[str, Any], settings: dict[str, Any]) -> str:
-    parts = {
+    parts: dict[str, Any] = {
         "summary": stable_hash({k: v for k, v in summary.items() if k != "generated"}),
         "settings": settings,
         "template": sha256_file(TEMPLATE_DIR / TEMPLATE)[:16],

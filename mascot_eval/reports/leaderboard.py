@@ -185,8 +185,8 @@ def est_cell(e: dict[str, Any] | pd.Series | None, prefix: str = "", *, n: bool 
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
     s = f"{mean:.1f} ± {_num(e.get(prefix + 'std'))} [{_num(e.get(prefix + 'lo'))}, {_num(e.get(prefix + 'hi'))}]"
-    if n and e.get(prefix + "n") is not None:
-        s += f" n={int(e.get(prefix + 'n'))}"
+    if n and (count := e.get(prefix + "n")) is not None:
+        s += f" n={int(count)}"
     return s
 
 

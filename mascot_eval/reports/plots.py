@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import matplotlib
 
@@ -135,7 +135,8 @@ def per_round(series: list[dict], title: str, ylabel: str, *, by: str = "label")
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    # matplotlib's stub types Locator.set_params without **kwargs; the default AutoLocator takes integer=
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return to_data_uri(fig)
@@ -217,4 +218,11 @@ def stacked_shares(rows: list[dict], title: str) -> str | None:
     return to_data_uri(fig)
 
 
-FIGURES = {"bars": bars, "radar": radar, "per_round": per_round, "panels": panels, "hbar": hbar, "stacked_shares": stacked_shares}
+FIGURES: dict[str, Callable[..., str | None]] = {
+    "bars": bars,
+    "radar": radar,
+    "per_round": per_round,
+    "panels": panels,
+    "hbar": hbar,
+    "stacked_shares": stacked_shares,
+}

@@ -260,10 +260,10 @@ def parse_checks(specs: list[str] | None, available: set[str], margin: float) ->
     Judge measures (0-100 points) default to ``margin``; a metric must state its direction and its own
     margin in its units (``metric.inter_agent_selfbleu:lower=0.02``)."""
     if not specs:
-        judge = measure_order(m for m in available if m.split(".")[0] in ("agent", "group"))
-        if not judge:
+        judge_measures = measure_order(m for m in available if m.split(".")[0] in ("agent", "group"))
+        if not judge_measures:
             raise UserError("the runs have no judge scores in common; judge them (`--judges`) or name metrics with --metrics")
-        return [Check(m, True, margin) for m in judge]
+        return [Check(m, True, margin) for m in judge_measures]
     checks = []
     for spec in specs:
         m = SPEC_RE.match(spec.strip())
@@ -493,6 +493,7 @@ def _unpaired_bound(it: _Item, a: float, n_boot: int, seed: int) -> GateBound:
     n = min(n_c, it.base_n or n_c)
     if n < 2 or not math.isfinite(se_c):
         return GateBound(float(np.mean(it.d)), -math.inf, math.inf, float("nan"), float("nan"), n, len(cand), a, math.inf)
+    assert it.base_se is not None  # _finish calls this in unpaired mode only (base_se set)
     se = math.sqrt((se_c * math.sqrt(n_c / (n_c - 1))) ** 2 + float(it.base_se) ** 2)
     diff = float(np.mean(it.d))
     crit = t_crit(a, n)
@@ -737,7 +738,8 @@ class PlanResult:
     @property
     def needed(self) -> int | None:
         ns = [r.needed for r in self.rows]
-        return None if any(n is None for n in ns) else max(ns)
+        known = [n for n in ns if n is not None]
+        return None if len(known) < len(ns) else max(known)
 
 
 def _paired_values(bu: pd.DataFrame, cu: pd.DataFrame, checks: list[Check], judge: str) -> dict[tuple[str, str], pd.DataFrame]:

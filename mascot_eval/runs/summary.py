@@ -169,7 +169,7 @@ def _training(data: RunData) -> list[dict[str, Any]]:
         rm = [r for r in rows if r.get("step_name") == "reward_model" and isinstance(r.get("loss"), (int, float))]
         if rm:
             panels["reward model loss"] = {"Bradley-Terry loss": [(int(r["epoch"]), float(r["loss"])) for r in rm]}
-        comp: dict[str, list[tuple[int, float]]] = {}
+        comp: dict[str, list[tuple[float, float]]] = {}  # (step, value)
         for r in rows:
             if r.get("step_name") == "grpo" and "step" in r:
                 for k, v in r.items():

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -184,7 +185,7 @@ def read_metrics(rundir: RunDir) -> pd.DataFrame:
     )
 
 
-def load_runs(paths: Sequence[str | RunDir]) -> RunData:
+def load_runs(paths: Sequence[str | Path | RunDir]) -> RunData:
     """Read one or more run directories into a :class:`RunData`.
 
     A system evaluated in several runs gets the label ``system@run-id`` so the runs stay apart
@@ -196,7 +197,11 @@ def load_runs(paths: Sequence[str | RunDir]) -> RunData:
     ids = [r.run_id for r in rundirs]
     if len(set(ids)) != len(ids):
         raise UserError(f"run directories share a name ({', '.join(ids)}); pass each run once")
-    unit_parts, metric_parts, judgments, transcripts, comparisons = [], [], [], [], []
+    unit_parts: list[pd.DataFrame] = []
+    metric_parts: list[pd.DataFrame] = []
+    judgments: list[dict[str, Any]] = []
+    transcripts: list[Any] = []  # (run_id, Transcript)
+    comparisons: list[dict[str, Any]] = []
     manifests: dict[str, dict[str, Any]] = {}
     unscored: dict[str, Counter] = {}
     systems_in: dict[str, set[str]] = {}

@@ -126,7 +126,8 @@ def _role_models(manifest: dict[str, Any], system: str) -> tuple[str | None, str
     """(Director spec, speaker spec(s)) a run recorded for a system (joined with ';' when they differ)."""
     info = (manifest.get("systems") or {}).get(system) or {}
     models = info.get("models") or {}
-    directors, speakers = set(), set()
+    directors: set[str] = set()
+    speakers: set[str] = set()
     for m in models.values():  # per task
         if isinstance(m, dict):
             if m.get("director"):

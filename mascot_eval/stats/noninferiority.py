@@ -25,8 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import t as student_t
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -79,7 +81,7 @@ def t_crit(alpha: float, n: int) -> float:
 
 
 def cluster_bootstrap_se(
-    values: Sequence[float], clusters: Sequence[object], *, n_boot: int = 2000, seed: int = 0
+    values: Sequence[float] | npt.NDArray[Any], clusters: Sequence[object], *, n_boot: int = 2000, seed: int = 0
 ) -> tuple[float, float, int]:
     """(mean, bootstrap standard error, number of clusters) of the observation-weighted mean, resampling
     whole clusters with replacement (the estimator of :func:`mascot_eval.stats.bootstrap.bootstrap_mean`)."""
@@ -99,7 +101,9 @@ def cluster_bootstrap_se(
     return mean, float(boot.std(ddof=1)), k
 
 
-def gate_bound(d: Sequence[float], clusters: Sequence[object], *, alpha: float, n_boot: int = 2000, seed: int = 0) -> GateBound:
+def gate_bound(
+    d: Sequence[float] | npt.NDArray[Any], clusters: Sequence[object], *, alpha: float, n_boot: int = 2000, seed: int = 0
+) -> GateBound:
     """Bounds on the oriented mean difference ``d`` (see the module doc)."""
     x = np.asarray(d, dtype=float)
     mean, se, n = cluster_bootstrap_se(x, clusters, n_boot=n_boot, seed=seed)

@@ -89,7 +89,7 @@ class DialogueState:
         tag: str,
         index: int = 0,
         json_schema: dict[str, Any] | None = None,
-        turn_usage: dict[str, Any] | None = None,
+        turn_usage: Usage | None = None,
         choices: tuple[str, ...] = (),
         prefill: tuple[str, ...] = (),
     ) -> ChatResponse:
@@ -142,8 +142,12 @@ class System:
     template_roles: ClassVar[dict[str, str]] = {}
     default_decoding: ClassVar[dict[str, Any]] = {}
 
-    class Options(BaseModel):
+    class _NoOptions(BaseModel):
         model_config = ConfigDict(extra="forbid")
+
+    # the kind's options model; a subclass sets its own and declares ``options`` with that type
+    Options: ClassVar[type[BaseModel]] = _NoOptions
+    options: BaseModel
 
     def __init__(self, config: SystemConfig, cards: list[PersonaCard], group: str, models: dict[str, str]) -> None:
         self.config = config

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from ..backends.client import get_client
 from ..errors import UserError
+from ..records.usage import Usage
 from .base import DialogueState
 from .config import Decoding
 
@@ -115,7 +116,7 @@ async def choose(
     *,
     role: str,
     tag: str,
-    turn_usage: dict[str, Any] | None = None,
+    turn_usage: Usage | None = None,
     debias: str = "rotate",
     prefill: str = "",
     neutral: Callable[[list[dict[str, str]]], list[dict[str, str]]] | None = None,

@@ -397,6 +397,7 @@ class Director:
                     record["picked"] = d.speaker
                     d.speaker = forced
                 return d
+            assert reason is not None  # parse_directive gives a reason whenever it gives no directive
             st["invalid_reasons"][reason] = st["invalid_reasons"].get(reason, 0) + 1
             if attempt == 0:
                 st["reasked"] += 1

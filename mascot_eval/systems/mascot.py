@@ -54,6 +54,7 @@ class Mascot(System):
     kind = "mascot"
     template_roles = {"agent": "mascot_agent.j2", "director": "director.j2"}
     Options = MascotOptions
+    options: MascotOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..records.usage import Usage
 from ..transcript import Turn
 from .base import DialogueState, System, new_usage
 from .config import Decoding
@@ -125,6 +126,7 @@ class MultiAgentESC(System):
         "vote": "mesc_vote.j2",
     }
     Options = MultiAgentESCOptions
+    options: MultiAgentESCOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -164,7 +166,7 @@ class MultiAgentESC(System):
         state: DialogueState,
         spec: str,
         base: dict[str, Any],
-        usage: dict[str, Any],
+        usage: Usage,
         card_id: str,
         tag: str,
         meta: dict[str, Any],
@@ -225,7 +227,7 @@ class MultiAgentESC(System):
         voter: Any,
         cands: list[str],
         variables: dict[str, Any],
-        usage: dict[str, Any],
+        usage: Usage,
         role: str,
         tag: str,
     ) -> tuple[int | None, str, dict[str, float] | None]:

@@ -66,6 +66,7 @@ class Prompted(System):
     kind = "prompted"
     template_roles = {"agent": "agent_prompted.j2"}
     Options = PromptedOptions
+    options: PromptedOptions
 
     @classmethod
     def check_config(cls, config: Any, doc: Any = None) -> None:
@@ -111,6 +112,7 @@ class SelfConsistency(Prompted):
 
     kind = "self-consistency"
     Options = SelfConsistencyOptions
+    options: SelfConsistencyOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

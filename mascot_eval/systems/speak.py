@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..personas import PersonaCard
+from ..records.usage import Usage
 from ..transcript import Turn
 from .base import DialogueState, System, new_usage
 from .text import clean_reply
@@ -82,7 +83,7 @@ def make_turn(
     raw: str,
     *,
     spec: str,
-    usage: dict[str, Any],
+    usage: Usage,
     latency: float | None,
     directive: dict[str, Any] | None = None,
     reasoning: bool = False,

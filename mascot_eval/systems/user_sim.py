@@ -70,7 +70,7 @@ class SharedTurns:
         """(response, made here); a failed call is forgotten so the next caller tries again."""
         fut = self._calls.get(key)
         owner = fut is None
-        if owner:
+        if fut is None:
             fut = self._calls[key] = asyncio.ensure_future(make())
         try:
             resp = await asyncio.shield(fut)

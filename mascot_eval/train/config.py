@@ -8,13 +8,16 @@ base model is checked when training starts (:mod:`.basemodel`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import UserError, did_you_mean
 from ..fileio import stable_hash
 from ..yamlfile import load_model
+
+if TYPE_CHECKING:
+    from ..judges.specs import JudgeSpec
 
 
 class _Strict(BaseModel):
@@ -291,14 +294,14 @@ class TrainConfig(_Strict):
             picked[p] = node
         return stable_hash(picked)
 
-    def judge_spec(self):
+    def judge_spec(self) -> JudgeSpec:
         """The judge as used for training: the resolved spec with ``judge_overrides`` applied."""
         from ..judges.specs import resolve_judge
 
         spec = resolve_judge(self.judge)
         o = self.judge_overrides
         dec = {k: v for k, v in (("max_tokens", o.max_tokens), ("top_logprobs", o.top_logprobs)) if v is not None}
-        update: dict = {}
+        update: dict[str, Any] = {}
         if dec:
             update["decoding"] = spec.decoding.model_copy(update=dec)
         if o.reask is not None:

@@ -12,10 +12,13 @@ report's training sections.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
-def slope_ci(xs: list[float], ys: list[float], groups: list[str] | None = None, level: float = 0.95) -> dict[str, Any] | None:
+def slope_ci(
+    xs: Sequence[float], ys: Sequence[float], groups: list[str] | None = None, level: float = 0.95
+) -> dict[str, Any] | None:
     """OLS slope of ys on xs (one intercept per group) with its t interval; None with too few points."""
     import numpy as np
     from scipy import stats

@@ -107,6 +107,9 @@ def run_grpo(
                     last.update(row)
                     log({"stage": stage, "step_name": "grpo", "name": name, "step": state.global_step, **row})
 
+    vllm: dict[str, Any] = (
+        {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": spec.vllm_server_base_url} if spec.use_vllm else {}
+    )
     args = GRPOConfig(
         output_dir=str(work),
         max_steps=spec.steps,
@@ -127,7 +130,7 @@ def run_grpo(
         disable_tqdm=True,
         chat_template_kwargs=chat_template_kwargs(tokenizer) or None,
         generation_kwargs=generation_kwargs,
-        **({"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": spec.vllm_server_base_url} if spec.use_vllm else {}),
+        **vllm,
     )
     t0 = time.perf_counter()
     try:
@@ -146,7 +149,9 @@ def run_grpo(
         trainer.train()
         if trainer.accelerator.is_main_process:
             tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
-            trainer.model.save_pretrained(str(tmp))
+            # transformers types Trainer.model as its constructor argument (PreTrainedModel | nn.Module | None);
+            # after __init__ it is the (PEFT-wrapped) model, which has save_pretrained
+            trainer.model.save_pretrained(str(tmp))  # type: ignore[union-attr, operator]
             if out_dir.exists():
                 shutil.rmtree(out_dir)
             os.replace(tmp, out_dir)

@@ -33,9 +33,10 @@ def criterion_value(row: dict[str, Any], mode: str) -> float | None:
 def aggregate(scores: dict[str, float | None]) -> float | None:
     """Unweighted mean of the five agent criteria; None unless all five are scored."""
     vals = [scores.get(c) for c in AGENT_CRITERIA]
-    if any(v is None for v in vals):
+    known = [v for v in vals if v is not None]
+    if len(known) < len(vals):
         return None
-    return sum(float(v) for v in vals) / len(vals)  # type: ignore[arg-type]
+    return sum(float(v) for v in known) / len(vals)
 
 
 def judge_candidates(

@@ -301,7 +301,9 @@ def train_reward_model(
         trainer.train()
         if trainer.accelerator.is_main_process:
             tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
-            trainer.model.save_pretrained(str(tmp))
+            # transformers types Trainer.model as its constructor argument (PreTrainedModel | nn.Module | None);
+            # after __init__ it is the (PEFT-wrapped) model, which has save_pretrained
+            trainer.model.save_pretrained(str(tmp))  # type: ignore[union-attr, operator]
             final = history[-1] if history else {}
             metrics = {
                 "trainer": "trl.RewardTrainer",

@@ -182,7 +182,7 @@ def sample_candidates(
     client = get_client(sampler, settings or ClientSettings(max_connections=cfg.max_connections))
     todo: list[tuple[State, Any, int]] = []
     for st in states:
-        card = view.by_name[st.speaker]
+        card = view.speaker_card(st)
         for k in range(s1.candidates):
             if candidate_key(st, card.id, k) not in done:
                 todo.append((st, card, k))

@@ -56,7 +56,7 @@ def sft_examples(cfg: TrainConfig, data_dir: str | Path | None, cards) -> tuple[
                 if len(reply.split()) > sd.max_reply_words:
                     stats["too_long"] += 1
                     continue
-                card = view.by_name[st.speaker]
+                card = view.speaker_card(st)
                 rows.append(
                     {
                         "key": st.key,
@@ -151,7 +151,9 @@ def run_sft(
         trainer.train()
         if trainer.accelerator.is_main_process:
             tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp."))
-            trainer.model.save_pretrained(str(tmp))
+            # transformers types Trainer.model as its constructor argument (PreTrainedModel | nn.Module | None);
+            # after __init__ it is the (PEFT-wrapped) model, which has save_pretrained
+            trainer.model.save_pretrained(str(tmp))  # type: ignore[union-attr, operator]
             if out_dir.exists():
                 shutil.rmtree(out_dir)
             os.replace(tmp, out_dir)

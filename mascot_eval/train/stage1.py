@@ -31,7 +31,7 @@ def _quiet(_: str) -> None:
 
 def judge_info(cfg: TrainConfig) -> dict[str, Any]:
     spec = cfg.judge_spec()
-    info = {
+    info: dict[str, Any] = {
         "name": spec.name,
         "model": spec.model,
         "mode": spec.mode,
@@ -45,7 +45,7 @@ def judge_info(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def prepare(
-    cfg: TrainConfig, out: Path, data_dir: str | Path | None, say: Say = _quiet
+    cfg: TrainConfig, out: str | Path, data_dir: str | Path | None, say: Say = _quiet
 ) -> tuple[TrainDir, list[TrainContext], str]:
     """Open the output folder and pick the training contexts; returns (dir, contexts, contexts hash)."""
     td = TrainDir(out)
@@ -239,7 +239,7 @@ def run_stage1(
 
     # 2. candidates: K replies per state from pi_SFT
     view0 = next(iter(views.values()))
-    wanted = {candidate_key(st, view0.by_name[st.speaker].id, k) for st in states for k in range(s1.candidates)}
+    wanted = {candidate_key(st, view0.speaker_card(st).id, k) for st in states for k in range(s1.candidates)}
     h_cand = stable_hash(
         [h_roll, cfg.section_hash("personas", "seed", "stage1.candidates", "stage1.sampling"), [st.key for st in states]]
     )

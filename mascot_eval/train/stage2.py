@@ -78,13 +78,17 @@ def chosen_directive(card: PersonaCard):
 def decide(view: SystemView, st: State, text: str, decision: str, prefill: str):
     """(Directive | None, reason | None, format reward) for one Director completion."""
     from ..systems.director import STOP, match_speaker
+    from ..systems.mascot import Mascot
 
     if decision == "directive":
         d, reason = view.parse_directive(text, st)
         t = text.strip()
         return d, reason, directive_format_reward(reason, t.startswith("{") and t.endswith("}"))
     name = text.split('"', 1)[0].strip()
-    director = view.system.director
+    system = view.system
+    # the trainer's systems are kind 'mascot' (train config) and have a Director (director_messages)
+    assert isinstance(system, Mascot) and system.director is not None
+    director = system.director
     if name and match_speaker(name, view.cards) is None and name.lower() not in STOP:
         # a speaker slot cut after its first token(s): the one option it starts (first tokens are unique)
         starts = [o for o in [*(c.name for c in view.cards), "none"] if o.lower().startswith(name.lower())]
@@ -104,9 +108,12 @@ def decide(view: SystemView, st: State, text: str, decision: str, prefill: str):
 
 async def play_block(view: SystemView, st: State, first, n: int, seed: int, settings: ClientSettings) -> list[Turn]:
     """The chosen speaker answers, then the system's own Director continues the round, up to ``n`` agent turns."""
+    from ..systems.mascot import Mascot
     from ..systems.speak import speak
 
     system = view.system
+    # the trainer's systems are kind 'mascot' (train config) and have a Director (director_messages)
+    assert isinstance(system, Mascot) and system.director is not None
     ds = view.dialogue_state(st, seed)
     ds.settings = settings
     spoken, plan = list(st.spoken), list(st.plan)

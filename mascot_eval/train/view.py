@@ -60,6 +60,11 @@ class SystemView:
         self.by_id = {c.id: c for c in system.cards}
         self.by_name = {c.name: c for c in system.cards}
 
+    def speaker_card(self, st: State) -> PersonaCard:
+        """The card of the agent who speaks at ``st`` (states are made at agent turns, so the speaker is set)."""
+        assert st.speaker is not None
+        return self.by_name[st.speaker]
+
     @classmethod
     def build(cls, ref: str, task: TaskSpec, *, models: dict[str, str] | None = None, model: str = "embedded") -> SystemView:
         """The system ``ref`` for ``task``; ``models`` (role -> spec: a persona id, 'agents', 'director') win
@@ -110,8 +115,12 @@ class SystemView:
     def parse_directive(self, text: str, st: State):
         """(Directive, None) or (None, reason) with the evaluation Director's parser and its options."""
         from ..systems.director import parse_directive
+        from ..systems.mascot import Mascot
 
-        d = self.system.director
+        system = self.system
+        # the trainer's systems are kind 'mascot' (train config) and have a Director (director_messages)
+        assert isinstance(system, Mascot) and system.director is not None
+        d = system.director
         return parse_directive(text, self.cards, spoken=st.spoken, min_speakers=d.min_speakers, allow_repeat=d.allow_repeat)
 
 
