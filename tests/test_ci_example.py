@@ -110,10 +110,11 @@ def test_workflow_shape():
 @pytest.fixture
 def tiny(tmp_path) -> dict[str, str]:
     """A one-round demo task and a one-agent system with short replies: the whole workflow in a minute or two."""
-    demo = (tasks_dir() / "data" / "demo_contexts.yaml").resolve()
+    # a task's demo/jsonl contexts must lie beside the task file (path confinement): copy them there
+    shutil.copy(tasks_dir() / "data" / "demo_contexts.yaml", tmp_path / "demo_contexts.yaml")
     task = tmp_path / "demo-1r.yaml"
     task.write_text(
-        f"name: demo-1r\nsplit: in_domain\ndomain: emotional\nsource: {{loader: demo, path: {demo}}}\n"
+        "name: demo-1r\nsplit: in_domain\ndomain: emotional\nsource: {loader: demo, path: demo_contexts.yaml}\n"
         "personas: emotional\nuser: {profiles: [INFJ]}\nrounds: 1\n"
     )
     system = tmp_path / "tiny.yaml"
