@@ -18,6 +18,10 @@ and the share of contexts whose user turns are byte-identical between the twins.
 own per-dialogue seeds in both modes, so the twins' agent replies still differ: that is the noise a
 real comparison has to live with.
 
+With ``--greedy-agents`` the agents decode greedily, so a twin pair differs only through the user side
+(the opener, the user's sampled turns) and the sampling streams: the part of the noise the paired
+design is meant to remove, measured on its own (stored under ``greedy_agents``, beside the sampled figures).
+
 Writes ``benchmarks/results/paired.json``. Run (a few minutes on 2 cores; wrap in flock on a shared
 machine): ``.venv/bin/python benchmarks/bench_paired.py [--limit 8] [--rounds 2] [--no-judge]``.
 """
@@ -87,8 +91,11 @@ class legacy:
         sys_base.DialogueState.call_seed, local._row_sampler, user_sim.SharedTurns.get = self.saved
 
 
-def _systems(tmp: Path, max_tokens: int) -> list[str]:
+def _systems(tmp: Path, max_tokens: int, greedy: bool = False) -> list[str]:
     src = (REPO / "baselines" / "zero-shot.yaml").read_text()
+    assert "temperature: 0.7" in src and "max_tokens: 80" in src
+    if greedy:
+        src = src.replace("temperature: 0.7", "temperature: 0.0")
     out = []
     for name in SYSTEMS:
         p = tmp / f"{name}.yaml"
@@ -163,6 +170,12 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32, help="agent reply length")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-judge", dest="judge", action="store_false", help="skip the local judge (group level)")
+    ap.add_argument(
+        "--greedy-agents",
+        action="store_true",
+        help="agents decode greedily (temperature 0), so the twins differ only by what the user side and the "
+        "sampling streams give them; stored under 'greedy_agents' in the existing JSON (the sampled figures are kept)",
+    )
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "paired.json"))
     args = ap.parse_args()
     os.environ.setdefault("MASCOT_TORCH_THREADS", str(os.cpu_count() or 1))
@@ -193,7 +206,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        systems = _systems(tmp, args.max_tokens)
+        systems = _systems(tmp, args.max_tokens, greedy=args.greedy_agents)
         for task in TASKS:
             entry = {}
             with legacy():
@@ -218,9 +231,15 @@ def main() -> None:
             )
     result["seconds"] = round(time.time() - started, 1)
     result["machine"]["load_after"] = os.getloadavg()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out} in {result['seconds']} s")
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if args.greedy_agents:
+        result["settings"]["agent_temperature"] = 0.0
+        kept = json.loads(out_path.read_text()) if out_path.exists() else {"benchmark": "paired"}
+        kept["greedy_agents"] = result
+        result = kept
+    out_path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out} in {round(time.time() - started, 1)} s")
 
 
 if __name__ == "__main__":
