@@ -124,3 +124,79 @@ def test_row_decoding_processor_by_hand():
     assert torch.isinf(out[0, 1:]).all() and out[0, 0].isfinite()  # greedy: only the best token
     assert out[1, :2].isfinite().all() and torch.isinf(out[1, 2])  # top-p 0.75 keeps 0.5 + 0.3
     assert out[2].isfinite().all() and torch.allclose(out[2].softmax(-1), torch.tensor([0.5, 0.3, 0.2]))
+
+
+def _decision_rows() -> list[tuple[list[dict[str, str]], GenerationParams]]:
+    """Choice requests as a batch sees them: the cyclic rotations of two decisions (same long prompt, the
+    numbered options last), a row with two prefill segments, and a short unrelated row."""
+    opts = ["validate the feeling", "ask an open question", "name one strength", "suggest a small step"]
+    out = []
+    for situation in ("I failed my driving test twice and feel stupid.", "My manager ignored my proposal again today."):
+        for r in range(len(opts)):
+            shown = [opts[(k + r) % len(opts)] for k in range(len(opts))]
+            listing = "\n".join(f"{i + 1}. {o}" for i, o in enumerate(shown))
+            msgs = [
+                {"role": "system", "content": "You are the Director of a group of companions helping one person."},
+                {
+                    "role": "user",
+                    "content": f"Situation: {situation}\nWhat should the Anchor do?\n{listing}\nAnswer with the number only.",
+                },
+            ]
+            out.append((msgs, GenerationParams(max_tokens=1, choices=("1", "2", "3", "4"))))
+    out.append(
+        (
+            [{"role": "user", "content": "Rate the reply 'I hear you' from 1 to 5."}],
+            GenerationParams(max_tokens=1, prefill=('{"score": ', '3, "other": '), choices=("1", "2", "3", "4", "5")),
+        )
+    )
+    out.append(([{"role": "user", "content": "Pick 1 or 2."}], GenerationParams(max_tokens=1, choices=("1", "2"))))
+    return out
+
+
+def test_choice_rows_sharing_a_prefix_score_like_whole_rows(monkeypatch):
+    """Prefix sharing (each decision's prompt computed once, its cache repeated for the rotations) gives the
+    probabilities of one forward pass over each whole row, in one batch with rows that share nothing."""
+    import torch
+
+    from mascot_eval.backends import local
+
+    client = ModelClient("embedded", ClientSettings(use_cache=False, max_connections=16))
+    engine = client.backend.engine()
+    reqs = _decision_rows()
+
+    def batch(sharing: bool):
+        monkeypatch.setattr(local, "PREFIX_SHARING", sharing)
+        n_before = len(engine.batches)
+        with queued_together(engine, len(reqs), monkeypatch):
+            got = asyncio.run(_gather(client, reqs))
+        assert engine.batches[n_before:] == [1, len(reqs)]  # the blocker, then one batch with every row
+        return got
+
+    seen = []
+    real = local.LocalEngine._choice_logits_shared
+    monkeypatch.setattr(local.LocalEngine, "_choice_logits_shared", lambda self, *a: seen.append(a[2]) or real(self, *a))
+    shared, whole = batch(True), batch(False)
+    (groups,) = seen
+    members = [sorted(m) for _, m in groups]
+    assert [0, 1, 2, 3] in members and [4, 5, 6, 7] in members  # each decision's rotations share one prefix
+    assert min(n for n, m in groups if len(m) == 4) > 30  # the whole prompt up to the option list
+    # (the two short rows share only the chat template's default system message, and may group with each other)
+    assert all(set(m) <= {8, 9} for m in members if not set(m) & set(range(8)))
+    for s, w in zip(shared, whole):
+        assert len(s.choice_probs) == len(w.choice_probs) and s.usage.prompt_tokens == w.usage.prompt_tokens
+        for a, b in zip(s.choice_probs, w.choice_probs):
+            assert list(a) == list(b) and list(a.values()) == pytest.approx(list(b.values()), abs=1e-4)
+    # and against a plain forward pass over one row, outside the engine's batching
+    tok, model = engine.tokenizer, engine.model
+    msgs, params = reqs[1]
+    ids = tok.encode(tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True), add_special_tokens=False)
+    digit_ids = [tok.encode(d, add_special_tokens=False)[0] for d in params.choices]
+    with torch.inference_mode(), engine._use_adapter(None):
+        want = torch.softmax(model(input_ids=torch.tensor([ids])).logits[0, -1, digit_ids].float(), dim=-1).tolist()
+    assert [shared[1].choice_probs[0][d] for d in params.choices] == pytest.approx(want, abs=1e-4)
+    # the rotations really differ (the suffix pass reads each row's own option list)
+    assert len({tuple(round(v, 3) for v in r.choice_probs[0].values()) for r in shared[:4]}) > 1
+
+
+async def _gather(client, reqs):
+    return await asyncio.gather(*(client.chat(m, p) for m, p in reqs))

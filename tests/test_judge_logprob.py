@@ -192,3 +192,16 @@ def test_local_judge_scores_every_unit_on_the_embedded_model(tmp_cache):
         )
     )
     assert a != b and all(1.0 <= v <= 5.0 for v in (*a.values(), *b.values()))
+
+
+def test_shared_prefix_groups_by_hand():
+    from mascot_eval.backends.local import shared_prefix_groups
+
+    base = list(range(100, 140))  # a 40-token prompt shared by three rotations
+    rows = [base + [1, 2, 3, 9], base + [2, 3, 1, 9], base + [3, 1, 2, 9], [5, 6, 7], base[:20] + [7] * 30]
+    marks = [[len(r) - 1] for r in rows]
+    groups = shared_prefix_groups(rows, marks)
+    assert sorted((n, sorted(m)) for n, m in groups) == [(2, [3]), (40, [0, 1, 2]), (49, [4])]
+    # a prefix stops before the first position whose logits are read (here inside the shared part)
+    marks[1] = [30, len(rows[1]) - 1]
+    assert (30, [0, 1, 2]) in [(n, sorted(m)) for n, m in shared_prefix_groups(rows, marks)]

@@ -227,9 +227,15 @@ class LocalEngine:
         return results
 
     def _run_choices(self, jobs: list[_Job]) -> list[ChatResponse]:
-        """Choice scoring: one right-padded forward pass over prompt + prefill segments; after each
-        segment (without a prefill: at the start of the assistant turn), the probabilities of the
-        choice tokens, renormalised over the choices."""
+        """Choice scoring: the probabilities of the choice tokens after prompt + prefill segments (without a
+        prefill: at the start of the assistant turn), renormalised over the choices.
+
+        Rows that share a long token prefix (the rotations of one decision differ only in the option list
+        at the end of the prompt) are scored with the prefix computed once: one right-padded forward pass
+        over each group's shared prefix, its key/value cache repeated for the group's rows, then one
+        right-padded pass over every row's own suffix (positions continue from its prefix; the prefix's
+        padding is masked out). The probabilities equal one pass over the whole rows up to float rounding
+        (``tests/test_backends_embedded.py``); ``benchmarks/bench_choices.py`` measures the gain."""
         import torch
 
         t0 = time.perf_counter()
@@ -238,38 +244,24 @@ class LocalEngine:
         marks: list[list[int]] = []
         choice_ids: list[list[int]] = []
         for j in jobs:
-            p = j.request.params
-            ids = tok.encode(
-                tok.apply_chat_template(
-                    j.request.messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs(tok)
-                ),
-                add_special_tokens=False,
-            )
-            at = []
-            for seg in p.prefill:
-                ids += tok.encode(seg, add_special_tokens=False)
-                at.append(len(ids) - 1)  # the logits here predict the token after the segment
+            ids, at = choice_row(tok, j.request)
             rows.append(ids)
-            if not at:  # no prefill: the first token of the assistant turn
-                at.append(len(ids) - 1)
             marks.append(at)
-            choice_ids.append([_single_token(tok, c, self.label) for c in p.choices])
-        width = max(len(r) for r in rows)
-        dev = self.model.device
-        ids_t = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows], device=dev)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=dev)
-        keep = sorted({m for at in marks for m in at})  # only these positions' logits, not seq x vocab
-        where = {m: i for i, m in enumerate(keep)}
+            choice_ids.append([_single_token(tok, c, self.label) for c in j.request.params.choices])
+        groups = shared_prefix_groups(rows, marks) if PREFIX_SHARING else []
         with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
-            logits = self.model(input_ids=ids_t, attention_mask=mask, logits_to_keep=torch.tensor(keep, device=dev)).logits
+            if groups and len(groups) < len(rows) and min(n for n, _ in groups) >= 1:  # some rows share a prefix
+                picked = self._choice_logits_shared(rows, marks, groups)
+            else:
+                picked = self._choice_logits_whole(rows, marks)
         self.batches.append(len(jobs))
         elapsed = time.perf_counter() - t0
         results = []
         for r, job in enumerate(jobs):
             p = job.request.params
             probs = []
-            for m in marks[r]:
-                pr = torch.softmax(logits[r, where[m], choice_ids[r]].float(), dim=-1).tolist()
+            for k in range(len(marks[r])):
+                pr = torch.softmax(picked[r][k][choice_ids[r]].float(), dim=-1).tolist()
                 probs.append(dict(zip(p.choices, pr)))
             results.append(
                 ChatResponse(
@@ -282,6 +274,117 @@ class LocalEngine:
                 )
             )
         return results
+
+    def _choice_logits_whole(self, rows: list[list[int]], marks: list[list[int]]) -> list[list[Any]]:
+        """One right-padded forward pass over the whole rows; the logits at each row's marks."""
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        width = max(len(r) for r in rows)
+        dev = self.model.device
+        ids_t = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=dev)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=dev)
+        keep = sorted({m for at in marks for m in at})  # only these positions' logits, not seq x vocab
+        where = {m: i for i, m in enumerate(keep)}
+        logits = self.model(input_ids=ids_t, attention_mask=mask, logits_to_keep=torch.tensor(keep, device=dev)).logits
+        return [[logits[r, where[m]] for m in at] for r, at in enumerate(marks)]
+
+    def _choice_logits_shared(
+        self, rows: list[list[int]], marks: list[list[int]], groups: list[tuple[int, list[int]]]
+    ) -> list[list[Any]]:
+        """The logits at each row's marks, each group's shared prefix computed once (see _run_choices)."""
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        dev = self.model.device
+        plen = [n for n, _ in groups]
+        pw = max(plen)
+        prefix_ids = torch.tensor([rows[members[0]][:n] + [pad] * (pw - n) for n, members in groups], device=dev)
+        prefix_mask = torch.tensor([[1] * n + [0] * (pw - n) for n in plen], device=dev)
+        out = self.model(input_ids=prefix_ids, attention_mask=prefix_mask, use_cache=True, logits_to_keep=1)
+        kw = _cache_keyword(self.model)
+        cache = getattr(out, kw)
+        order = [r for _, members in groups for r in members]  # suffix batch row -> original row
+        of_group = [g for g, (_, members) in enumerate(groups) for _ in members]
+        cache.reorder_cache(torch.tensor(of_group, device=dev))  # each group's prefix, once per member
+        start = [plen[g] for g in of_group]
+        suffixes = [rows[r][s:] for r, s in zip(order, start)]
+        sw = max(len(x) for x in suffixes)
+        suffix_ids = torch.tensor([x + [pad] * (sw - len(x)) for x in suffixes], device=dev)
+        mask = torch.cat(
+            [prefix_mask[of_group], torch.tensor([[1] * len(x) + [0] * (sw - len(x)) for x in suffixes], device=dev)], dim=1
+        )
+        positions = torch.tensor([[s + i for i in range(sw)] for s in start], device=dev)
+        keep = sorted({m - s for r, s in zip(order, start) for m in marks[r]})  # suffix positions read
+        where = {m: i for i, m in enumerate(keep)}
+        logits = self.model(
+            input_ids=suffix_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            logits_to_keep=torch.tensor(keep, device=dev),
+            **{kw: cache},
+        ).logits
+        picked: list[list[Any]] = [[] for _ in rows]
+        for b, (r, s) in enumerate(zip(order, start)):
+            picked[r] = [logits[b, where[m - s]] for m in marks[r]]
+        return picked
+
+
+def choice_row(tok: Any, request: ChatRequest) -> tuple[list[int], list[int]]:
+    """The token row of a choice request (chat prompt + prefill segments) and the positions whose logits
+    are read: after each prefill segment, or without a prefill the last prompt token (the start of the
+    assistant turn)."""
+    ids = tok.encode(
+        tok.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True, **chat_template_kwargs(tok)),
+        add_special_tokens=False,
+    )
+    at = []
+    for seg in request.params.prefill:
+        ids += tok.encode(seg, add_special_tokens=False)
+        at.append(len(ids) - 1)  # the logits here predict the token after the segment
+    return ids, at or [len(ids) - 1]
+
+
+def _cache_keyword(model: Any) -> str:
+    """The forward argument (and output field) of the key/value cache: transformers 5.24 renamed
+    ``past_key_values`` to ``cache``; the pinned range has both."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
+PREFIX_SHARING = os.environ.get("MASCOT_CHOICE_PREFIX_SHARING", "1") != "0"  # 0: one pass over whole rows (benchmark peer)
+MIN_SHARED_TOKENS = 16
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def shared_prefix_groups(rows: list[list[int]], marks: list[list[int]]) -> list[tuple[int, list[int]]]:
+    """Rows grouped by a shared token prefix: [(prefix length, row indices)]. Neighbours in sorted order
+    join a group when they share at least half of the shorter row (and MIN_SHARED_TOKENS): the rotations
+    and calibration rows of one decision do, different dialogues (which share only the system message)
+    do not. A prefix never reaches a row's first mark (the logits read there come from the suffix pass);
+    a row alone keeps its prompt up to its first mark as its prefix."""
+    ordered = sorted(range(len(rows)), key=lambda r: rows[r])
+    groups: list[tuple[int, list[int]]] = []
+    for r in ordered:
+        cap = min(marks[r])
+        if groups:
+            n, members = groups[-1]
+            prev = members[-1]
+            lcp = _common_prefix(rows[prev], rows[r])
+            if lcp >= max(MIN_SHARED_TOKENS, min(len(rows[prev]), len(rows[r])) // 2):
+                groups[-1] = (min(n, lcp, cap), [*members, r])
+                continue
+        groups.append((cap, [r]))
+    return groups
 
 
 def local_device() -> tuple[str, Any]:
