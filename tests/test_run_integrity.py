@@ -143,6 +143,15 @@ def test_priced_judges_with_injected_errors_cost_status_and_resume(tmp_path, tmp
             pytest.fail("the scripted server failed no unit for good")
         paid = {r["key"] for r in srv.requests if r.get("status") == 200}
         n_first = len(srv.requests)
+        tot = {step: m["usage"][step]["total"] for step in ("generate", "judge")}
+        print(
+            f"\npriced run: exit {code}, status {m['status']}, manifest ${m['cost_usd']} = sum of rows; "
+            + "; ".join(
+                f"{k}: {v['calls']} calls, {v['retries']} retries, {v['failures']} failed, ${v['cost_usd']}"
+                for k, v in tot.items()
+            )
+            + f"; server requests {n_first}"
+        )
 
         # rerun: only the calls that failed for good are sent again; nothing answered before is paid twice
         code2, _, err2 = run_cli(args, capsys)
@@ -153,6 +162,7 @@ def test_priced_judges_with_injected_errors_cost_status_and_resume(tmp_path, tmp
         assert m2["cost_usd"] == round_cost(math.fsum(_row_costs(RunDir(out))))
         assert len(m2["invocations"]) == 2 and m2["invocations"][-1]["status"] == m2["status"]
         assert code2 == (1 if m2["status"] == "complete_with_failures" else 0)
+        print(f"rerun: {len(again)} requests, all j2 units that failed for good, none answered before; exit {code2}")
     finally:
         srv.close()
 
@@ -283,6 +293,7 @@ def test_two_processes_on_one_run_directory_one_writes(tmp_path):
         srv.gate.set()
         assert a.wait(timeout=300) == 0, a.stderr.read()
         assert len(srv.requests) == one_run
+        print(f"\ntwo processes on one --out: the server saw {len(srv.requests)} requests, one run's worth ({one_run})")
         assert len(RunDir(out).transcripts(all_lines=True)) == 2
     finally:
         srv.gate.set()
