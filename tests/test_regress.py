@@ -93,6 +93,11 @@ def test_issue_n8_case_fails(tmp_path, capsys):
     t = pd.read_csv(csv).set_index("measure")
     assert t["change"].max() < -15 and t.loc["agent.overall", "change"] < -20  # the issue's 22-31 point drops
     assert "FAIL" in set(t["verdict"]) and "PASS" not in set(t["verdict"])
+    a = t.loc["agent.overall"]
+    with capsys.disabled():
+        print(
+            f"\nn=8 case: agent.overall change {a['change']:+.1f} [{a['change_lo']:+.1f}, {a['change_hi']:+.1f}], verdicts { {k: int(v) for k, v in t['verdict'].value_counts().items()} }"
+        )
     code, out = _gate(["--baseline", str(base.path), "--candidate", str(cand.path), "--metrics", "agent.overall"], capsys)
     assert code == 1 and _row(out, "agent.overall").split()[-1] == "FAIL", out
 

@@ -144,14 +144,15 @@ def test_priced_judges_with_injected_errors_cost_status_and_resume(tmp_path, tmp
         paid = {r["key"] for r in srv.requests if r.get("status") == 200}
         n_first = len(srv.requests)
         tot = {step: m["usage"][step]["total"] for step in ("generate", "judge")}
-        print(
-            f"\npriced run: exit {code}, status {m['status']}, manifest ${m['cost_usd']} = sum of rows; "
-            + "; ".join(
-                f"{k}: {v['calls']} calls, {v['retries']} retries, {v['failures']} failed, ${v['cost_usd']}"
-                for k, v in tot.items()
+        with capsys.disabled():  # the figures, past the CLI's captured output
+            print(
+                f"\npriced run: exit {code}, status {m['status']}, manifest ${m['cost_usd']} = sum of rows; "
+                + "; ".join(
+                    f"{k}: {v['calls']} calls, {v['retries']} retries, {v['failures']} failed, ${v['cost_usd']}"
+                    for k, v in tot.items()
+                )
+                + f"; server requests {n_first}"
             )
-            + f"; server requests {n_first}"
-        )
 
         # rerun: only the calls that failed for good are sent again; nothing answered before is paid twice
         code2, _, err2 = run_cli(args, capsys)
