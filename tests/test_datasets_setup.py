@@ -151,7 +151,8 @@ def test_a_fresh_clone_offline_skips_the_data_tests_with_one_reason(tmp_path):
     clone = tmp_path / "fresh" / "repo"
     shutil.copytree(REPO / "tests", clone / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", clone / "pyproject.toml")
-    env = {k: v for k, v in os.environ.items() if k not in ("MASCOT_DATA_DIR", "MASCOT_CACHE_DIR")}
+    # the caller's own data and offline settings stay out: the skip reason is checked word for word
+    env = {k: v for k, v in os.environ.items() if k not in ("MASCOT_DATA_DIR", "MASCOT_CACHE_DIR", "MASCOT_OFFLINE")}
     env.update(
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
