@@ -262,6 +262,23 @@ def test_a_text_only_backend_goes_through_parse_reask_and_fallback_all_marked(tm
     assert fallback_warnings(decision_stats([t]), max_share=1.0) == []
 
 
+def test_run_prints_the_fallback_warning_above_the_share_the_user_sets(tmp_path, fake_model, tmp_cache, capsys):
+    from tests.cli_helpers import run_cli
+
+    fake_model("fbw", text_responder(director=lambda req: '{"speaker": "Zed"}'))  # every directive falls back
+    base = ["run", "--task", "demo", "--limit", "1", "--system", "mascot", "--model", "fake/fbw"]
+    base += ["--judges", "none", "--metrics", "none", "--no-report", "--no-progress"]
+    code, _, err = run_cli([*base, "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    warn = [ln for ln in err.splitlines() if ln.startswith("warning: the Director of mascot fell back on")]
+    assert len(warn) == 1 and "(100%, above 10%)" in warn[0], err
+    code, _, err = run_cli([*base, "--out", str(tmp_path / "b"), "--max-fallback-share", "1"], capsys)
+    assert code == 0, err
+    assert "fell back" not in err
+    code, _, err = run_cli([*base, "--out", str(tmp_path / "c"), "--max-fallback-share", "1.5"], capsys)
+    assert code == 2 and "--max-fallback-share" in err and not (tmp_path / "c").exists()
+
+
 # -- MultiAgentESC ------------------------------------------------------------------------------
 
 

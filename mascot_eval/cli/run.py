@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ..stats.decisions import DEFAULT_MAX_FALLBACK_SHARE
 from .options import client_options, pop_client_options
 
 
@@ -89,6 +90,13 @@ def _none(names: list[str]) -> bool:
     help="Paired test between systems on shared contexts (Holm-corrected).",
 )
 @click.option("--n-boot", type=click.IntRange(100, 100000), default=2000, show_default=True, help="Bootstrap replicates.")
+@click.option(
+    "--max-fallback-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=DEFAULT_MAX_FALLBACK_SHARE,
+    show_default=True,
+    help="Print a warning when a system's Director (or MultiAgentESC's strategies or votes) fell back on more than this share of its decisions.",
+)
 @click.option("--no-report", is_flag=True, default=False, help="Skip the HTML report.")
 @click.option("--no-progress", is_flag=True, default=False, help="Do not show progress.")
 @client_options
@@ -108,6 +116,7 @@ def run(
     reference,
     test,
     n_boot,
+    max_fallback_share,
     no_report,
     no_progress,
     **kw,
@@ -123,7 +132,7 @@ def run(
       mascot-eval run --task in-domain --system mascot,zero-shot,multiagentesc --judges gpt,claude
       mascot-eval run --system mascot --checkpoint checkpoints/tiny --out results/runs/candidate
     """
-    from ..checks import check_rundir_compatible, check_run_inputs
+    from ..checks import check_run_inputs, check_rundir_compatible
     from ..errors import UserError
     from ..fileio import stable_hash
     from ..runs.manifest import finish_run, start_run
@@ -208,7 +217,7 @@ def run(
     _print_results(rundir)
     from ..stats.decisions import decision_stats, fallback_warnings
 
-    for line in fallback_warnings(decision_stats(rundir.transcripts())):
+    for line in fallback_warnings(decision_stats(rundir.transcripts()), max_share=max_fallback_share):
         click.echo(line, err=True)
     click.echo(f"\n{status} in {time.perf_counter() - t_start:.1f}s; run directory: {rundir.path}")
     if "report" in steps:
@@ -330,7 +339,7 @@ def _summary(rundir, **kw) -> dict[str, Any]:
 
 def _report(rundir) -> dict[str, Any]:
     from ..records.manifest import StepRecord
-    from ..reports.html import report_inputs, render_report
+    from ..reports.html import render_report, report_inputs
 
     click.echo("[5/5] report", err=True)
     t0 = time.perf_counter()
