@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ..stats.decisions import DEFAULT_MAX_FALLBACK_SHARE
+from ..stats.decisions import DEFAULT_MAX_FALLBACK_SHARE, decision_stats, fallback_warnings
 from .options import client_options, pop_client_options
 
 
@@ -215,8 +215,6 @@ def run(
         status = "complete_with_failures" if failed else "complete"
         finish_run(rundir, status=status, steps=_step_records(rundir))
     _print_results(rundir)
-    from ..stats.decisions import decision_stats, fallback_warnings
-
     for line in fallback_warnings(decision_stats(rundir.transcripts()), max_share=max_fallback_share):
         click.echo(line, err=True)
     click.echo(f"\n{status} in {time.perf_counter() - t_start:.1f}s; run directory: {rundir.path}")
