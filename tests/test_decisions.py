@@ -387,3 +387,36 @@ def test_transcript_domain_is_the_contexts(tmp_path, fake_model, tmp_cache):
     spec = fake_model("dom", text_responder())
     _, ts, _ = run(tmp_path, ["zero-shot"], spec, pairs=[(work_context(), None)], rounds=1)
     assert load_task("demo").domain == "emotional" and ts["zero-shot"].domain == "workplace"
+
+
+def test_report_html_shows_the_decision_counts_and_marks_every_fallback(tmp_path, fake_model, tmp_cache, capsys):
+    """The HTML report of a text-only Director run: the decisions section holds the summary's counts per
+    source, and each directive in the transcript browser carries its source, fallbacks marked."""
+    from tests.cli_helpers import run_cli
+    from tests.test_report import Doc
+
+    def director(req):
+        last = req.messages[-1]["content"]
+        if "Already spoke this round" in last:
+            return '{"speaker": "none"}'
+        if last.startswith("Invalid:"):
+            return "still no idea"
+        return '{"speaker": "Beacon", "action": "cheer", "tone": "bright"}' if "round 1 reply" not in str(req.messages) else "?"
+
+    agent = lambda req: f"{speaker_of(req)}: round 1 reply."  # noqa: E731
+    spec = fake_model("txh", text_responder(director=director, agent=agent))
+    _, ts, rd = run(tmp_path, ["mascot"], spec, rounds=2)
+    st = ts["mascot"].stats["director"]
+    assert st["sources"]["parsed"] >= 1 and st["sources"]["fallback"] >= 1
+    code, _, err = run_cli(["report", str(rd.path), "--n-boot", "100"], capsys)
+    assert code == 0, err
+    doc = Doc((rd.path / "report.html").read_text(encoding="utf-8"))
+    assert "decisions" in doc.sections
+    tab = doc.table("decisions", "decision").set_index("decision")
+    row = tab.loc["director"]
+    assert row["system"] == "mascot" and row["mode"] == "text"
+    assert int(row["decisions"]) == st["decisions"] and all(int(row[s]) == n for s, n in st["sources"].items())
+    dirs = re.findall(r'<div class="dir( fallback)?">Director \((\w+)\):', doc.sections["transcripts"])
+    assert len(dirs) == len(ts["mascot"].agent_turns)
+    assert [src for _, src in dirs].count("fallback") == st["sources"]["fallback"]
+    assert all((mark == " fallback") == (src == "fallback") for mark, src in dirs)  # exactly the fallbacks are marked

@@ -52,6 +52,18 @@ def test_ablation_table_beside_the_papers(tmp_path, capsys):
     assert "| Level | Criterion | mascot | mascot-p | mascot-c | paper MASCOT | paper MASCOT-P | paper MASCOT-C |" in text
     line = next(x for x in text.splitlines() if x.startswith("| agent | Overall |"))
     assert " ± " in line and "n=10" in line and line.endswith("| 73.7 | 69.6 | 72.8 |")
+    # the HTML report: the same table in the figures section, the systems in the same order as the markdown
+    from tests.test_report import Doc
+
+    code, _ = _cli(["report", str(rd.path), "--n-boot", "200"], capsys)
+    assert code == 0
+    doc = Doc((rd.path / "report.html").read_text(encoding="utf-8"))
+    abl = doc.table("figures", "paper.MASCOT", cls="paper")
+    assert list(abl.columns[:8]) == ["level", "criterion", "mascot", "mascot-p", "mascot-c", "paper.MASCOT", "paper.MASCOT-P", "paper.MASCOT-C"]
+    hrow = abl[(abl["level"] == "agent") & (abl["criterion"] == "overall")].iloc[0]
+    mrow = row  # the ablation_table row above
+    assert hrow["mascot"] == f"{mrow['mascot.mean']:.1f} ± {mrow['mascot.std']:.1f} [{mrow['mascot.lo']:.1f}, {mrow['mascot.hi']:.1f}] n=10"
+    assert (hrow["paper.MASCOT"], hrow["paper.MASCOT-P"], hrow["paper.MASCOT-C"]) == ("73.7", "69.6", "72.8")
 
 
 def test_mbti_heatmap_over_16_profiles(tmp_path, fake_model, tmp_cache, capsys):
@@ -91,6 +103,18 @@ def test_mbti_heatmap_over_16_profiles(tmp_path, fake_model, tmp_cache, capsys):
     assert "| ENFP | 75.0 (n=1) | 100.0 (n=1) | 75.0 (n=1) | 83.3 (n=1) |" in text
     assert "| all | 50.0 (n=16) |" in text
     assert "### Decisions" in text and "| mascot | director | choices |" in text
+    # the HTML report: one heatmap table per measure, profiles x agents with n per cell
+    from tests.test_report import Doc
+
+    code, _ = _cli(["report", str(rd.path), "--n-boot", "200"], capsys)
+    assert code == 0
+    doc = Doc((rd.path / "report.html").read_text(encoding="utf-8"))
+    heat = [t for t in doc.tables if t["section"] == "figures" and t["cls"] == "heatmap"]
+    assert len(heat) == 2
+    hm = pd.DataFrame(heat[0]["rows"][1:], columns=heat[0]["rows"][0]).set_index("profile")
+    assert list(hm.columns) == ["Anchor", "Catalyst", "Beacon", "all"] and list(hm.index) == list(MBTI_TYPES) + ["all"]
+    assert hm.loc["ENFP", "Catalyst"] == "100.0 (n=1)" and hm.loc["all", "Anchor"] == "50.0 (n=16)"
+    assert "<h3>mascot: agent.consistency by user MBTI profile x agent" in doc.sections["figures"]
 
 
 def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, fake_model, tmp_cache, capsys):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mascot_eval.stats.noninferiority import FAIL, PASS, bonferroni, decide, gate_bound, min_contexts
-from mascot_eval.stats.power import contexts_needed, mdd
+from mascot_eval.stats.power import contexts_needed, mdd, sd_upper
 from tests.cli_helpers import run_cli
 from tests.gatefactory import jittered, simulate_d
 from tests.runfactory import build_run
@@ -70,6 +70,16 @@ def test_min_contexts_and_power_formulas():
     assert contexts_needed(10.0, 0.0, 0.025, 0.8) is None and contexts_needed(0.0, 1.0, 0.025, 0.8) == min_contexts(0.025)
 
 
+def test_the_pilot_sds_upper_bound_covers_the_true_sd_at_the_stated_assurance():
+    """Over 2000 simulated 40-context pilots, sd_upper(., 0.8) is at or above the true sd about 80% of
+    the time (the point estimate: about half), so a plan sized on it reaches its MDD that often."""
+    rng = np.random.default_rng(5)
+    sds = rng.normal(0.0, 3.0, size=(2000, 40)).std(axis=1, ddof=1)
+    cover = np.mean([sd_upper(s, 40, 0.8) >= 3.0 for s in sds])
+    assert abs(cover - 0.8) < 0.03 and abs(np.mean(sds >= 3.0) - 0.5) < 0.05
+    assert sd_upper(3.0, 40, 0.5) == pytest.approx(3.0, rel=0.02) and sd_upper(3.0, 1, 0.8) == float("inf")
+
+
 @pytest.fixture(scope="module")
 def pilot(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pilot")
@@ -103,6 +113,10 @@ def test_plan_prints_a_sample_size_that_a_simulated_gate_confirms(pilot, capsys,
     assert 40 < n < 1000
     rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("in_domain")}
     assert int(rows["group.overall"][-1]) == n  # the noisier measure sets the size
+    # sized on the pilot sd's 80% upper bound, so more than the point estimate alone would ask for
+    head = next(ln for ln in out.splitlines() if ln.startswith("split")).split("  ")
+    assert [h.strip() for h in head if h.strip()][-3:] == ["sd plan", "on point sd", "contexts needed"], out
+    assert int(rows["group.overall"][-2]) < n and float(rows["group.overall"][-3]) > float(rows["group.overall"][4])
     # simulated gates at that size: the true change 0 PASSes, a true drop of twice the margin FAILs, each
     # with at least the planned power (up to simulation error)
     good = _gates(200, n, 1.5, Q, seed=21)
@@ -110,15 +124,15 @@ def test_plan_prints_a_sample_size_that_a_simulated_gate_confirms(pilot, capsys,
     p_pass, p_fail = good.count(PASS) / 200, bad.count(FAIL) / 200
     record_property("plan", {"n": n, "pass_rate_no_change": p_pass, "fail_rate_2x_margin_drop": p_fail})
     assert p_pass >= 0.8 - 0.07 and p_fail >= 0.8 - 0.07
-    # and a gate run on constructed runs of that size reaches the planned MDD (up to the error of the
-    # pilot's variance estimate: 40 contexts give sd(d) to about +-11%)
+    # and a gate run on constructed runs of that size reaches the margin as its MDD (the plan sized on the
+    # pilot sd's upper bound, so this holds with about 80% assurance; these seeded runs are one such draw)
     mdds = _gate_mdds(n, capsys)
     record_property("gate_mdd_at_plan", mdds)
     with capsys.disabled():
         print(
             f"\nplan: n={n}; simulated gates at n: PASS rate (no change) {p_pass:.3f}, FAIL rate (drop 2x margin) {p_fail:.3f}; MDD {mdds}"
         )
-    assert max(mdds.values()) <= 1.5 * 1.2
+    assert max(mdds.values()) <= 1.5
 
 
 def _gate_mdds(n: int, capsys) -> dict[str, float]:

@@ -56,6 +56,14 @@ def _split(values: tuple[str, ...]) -> list[str]:
     show_default=True,
     help="Family-wise error of the gate (as `regress --alpha`).",
 )
+@click.option(
+    "--assurance",
+    type=click.FloatRange(0.5, 1, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="Chance that a gate of the planned size reaches MDD <= margin, given that the pilot's sd(d) is "
+    "itself an estimate: the plan sizes on sd(d)'s one-sided upper bound at this level (0.5: about the point estimate).",
+)
 @click.option("--system", default=None, help="Candidate system in the pilot.")
 @click.option("--baseline-system", default=None, help="Baseline system (in the pilot, or in --baseline).")
 @click.option(
@@ -66,12 +74,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
 )
 @click.option("--n-boot", type=click.IntRange(200, 100000), default=2000, show_default=True, help="Bootstrap replicates.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-def plan(pilot, baseline, margin, metrics, power, alpha, system, baseline_system, judge_calls, n_boot, seed):
+def plan(pilot, baseline, margin, metrics, power, alpha, assurance, system, baseline_system, judge_calls, n_boot, seed):
     """Say how many contexts (and judge calls per unit) a regression gate needs so that its minimum
     detectable drop is within each measure's margin, from a pilot run's paired variance.
 
     MDD(n) = (t(1-alpha/K, n-1) + t(power, n-1)) x sd(d) / sqrt(n), with sd(d) the per-context standard
-    deviation of candidate - baseline; the plan is the smallest n with MDD(n) <= margin.
+    deviation of candidate - baseline; the plan is the smallest n with MDD(n) <= margin when sd(d) is the
+    pilot's upper confidence bound at --assurance (the pilot's sd is an estimate too).
     """
     from ..errors import UserError
 
@@ -93,6 +102,7 @@ def plan(pilot, baseline, margin, metrics, power, alpha, system, baseline_system
         judge_calls=calls,
         n_boot=n_boot,
         seed=seed,
+        assurance=assurance,
     )
     total = res.needed
     k = len(res.rows)
@@ -101,13 +111,14 @@ def plan(pilot, baseline, margin, metrics, power, alpha, system, baseline_system
     else:
         click.echo(
             f"PLAN: a gate on these {k} measure(s) needs {total} contexts per split "
-            f"(minimum detectable drop <= margin at {power:.0%} power, family-wise alpha {alpha:g})"
+            f"(minimum detectable drop <= margin at {power:.0%} power, family-wise alpha {alpha:g}, "
+            f"{assurance:.0%} assurance on the pilot's sd)"
         )
     click.echo(f"pilot: {res.design}")
     click.echo(f"bounds: one-sided at 1 - {alpha:g}/{k} = {1 - res.alpha_each:.4g} each (Bonferroni over {k} measure(s))")
     for n in res.notes:
         click.echo(f"note: {n}")
-    head = ["split", "measure", "margin", "pilot n", "sd(d)", "pilot MDD", "contexts needed"]
+    head = ["split", "measure", "margin", "pilot n", "sd(d)", "pilot MDD", "sd plan", "on point sd", "contexts needed"]
     with_calls = any(r.needed_by_calls for r in res.rows)
     if with_calls:
         head.append("by judge calls per unit")
@@ -120,6 +131,8 @@ def plan(pilot, baseline, margin, metrics, power, alpha, system, baseline_system
             str(r.pilot_n),
             _fmt(r.sd, r.measure),
             _fmt(r.pilot_mdd, r.measure),
+            _fmt(r.sd_plan, r.measure),
+            "never" if r.needed_point is None else str(r.needed_point),
             "never" if r.needed is None else str(r.needed),
         ]
         if with_calls:

@@ -448,7 +448,8 @@ class ReportData:
         out: dict[str, Any] = {"ablation": [], "heatmaps": [], "sensitivity": None, "paper_sensitivity": None}
         for split, rows in (f.get("ablation") or {}).items():
             df = pd.DataFrame(rows)
-            ours = sorted({c.rsplit(".", 1)[0] for c in df.columns if c.endswith(".mean") and not c.startswith("paper.")})
+            # in the table's own order (the systems' order, as the markdown leaderboard prints them)
+            ours = list(dict.fromkeys(c.rsplit(".", 1)[0] for c in df.columns if c.endswith(".mean") and not c.startswith("paper.")))
             shown = [
                 {
                     "level": r["level"],

@@ -47,7 +47,7 @@ from ..stats.noninferiority import (
     min_contexts,
     t_crit,
 )
-from ..stats.power import contexts_needed, contexts_to_decide, judge_split, mdd
+from ..stats.power import contexts_needed, contexts_to_decide, judge_split, mdd, sd_upper
 from .rundir import RunDir
 from .tables import ALL_JUDGES, RunData, load_runs, measure_order
 
@@ -717,8 +717,10 @@ class PlanRow:
     pilot_n: int
     sd: float  # per-context standard deviation of the paired difference (with the pilot's judge calls)
     pilot_mdd: float
-    needed: int | None  # contexts for MDD <= margin
+    needed: int | None  # contexts for MDD <= margin with the planned sd (the pilot sd's upper bound)
     judge_calls: int  # judge calls per unit in the pilot
+    sd_plan: float = math.nan  # the upper confidence bound of sd at the plan's assurance: what n is sized on
+    needed_point: int | None = None  # contexts for MDD <= margin on the point estimate of sd (for comparison)
     sd_by_calls: dict[int, float] = field(default_factory=dict)  # judge calls per unit -> sd (when separable)
     needed_by_calls: dict[int, int | None] = field(default_factory=dict)
 
@@ -730,6 +732,7 @@ class PlanResult:
     power: float
     design: str
     notes: list[str] = field(default_factory=list)
+    assurance: float = 0.8
 
     @property
     def alpha_each(self) -> float:
@@ -775,10 +778,13 @@ def plan(
     judge_calls: Iterable[int] = (1, 2, 3),
     n_boot: int = 2000,
     seed: int = 0,
+    assurance: float = 0.8,
 ) -> PlanResult:
     """Contexts a gate needs so that its minimum detectable drop is at most each measure's margin,
     from a pilot's paired variance: two runs (``pilot`` as candidate, ``baseline``), or two systems of
-    one run, or one system (no pairing: sd of the difference taken as sqrt(2) x the sd of the values)."""
+    one run, or one system (no pairing: sd of the difference taken as sqrt(2) x the sd of the values).
+    Sized on the pilot sd's one-sided upper bound at ``assurance`` (:func:`~mascot_eval.stats.power.sd_upper`),
+    so that a gate of the planned size reaches its MDD with about that probability."""
     pd_ = load_runs([pilot])
     notes: list[str] = []
     if baseline is not None:
@@ -851,6 +857,7 @@ def plan(
         b = gate_bound(
             f["d"].to_numpy(float), f["cluster"].tolist(), alpha=a, n_boot=n_boot, seed=_row_seed(seed, split, measure)
         )
+        sd_plan = sd_upper(b.sd, b.n, assurance)
         r = PlanRow(
             split,
             measure,
@@ -858,8 +865,10 @@ def plan(
             b.n,
             b.sd,
             mdd(b.sd, b.n, a, power),
-            contexts_needed(b.sd, chk.margin, a, power),
+            contexts_needed(sd_plan, chk.margin, a, power),
             judge_calls=len(judges) if per_judge else 1,
+            sd_plan=sd_plan,
+            needed_point=contexts_needed(b.sd, chk.margin, a, power),
         )
         if per_judge:
             ctx_lists: dict[str, list[float]] = {}
@@ -873,8 +882,9 @@ def plan(
             if math.isfinite(var_between) and math.isfinite(b.sd):
                 # scale to the bootstrap's effective sd: var(J) = sd^2 - var_call / J_pilot + var_call / J
                 base = b.sd**2 - var_call / r.judge_calls
+                inflate = sd_plan / b.sd if b.sd > 0 and math.isfinite(sd_plan) else 1.0
                 for jc in sorted(set(judge_calls) | {r.judge_calls}):
-                    sdj = math.sqrt(max(base + var_call / jc, 0.0))
+                    sdj = math.sqrt(max(base + var_call / jc, 0.0)) * inflate
                     r.sd_by_calls[jc] = sdj
                     r.needed_by_calls[jc] = contexts_needed(sdj, chk.margin, a, power)
         rows.append(r)
@@ -882,6 +892,8 @@ def plan(
     if n_min >= 2:
         notes.append(
             f"sd(d) is estimated from {n_min} pilot contexts (relative standard error about "
-            f"{1 / math.sqrt(2 * (n_min - 1)):.0%}): the gate's own MDD will scatter around the plan by about as much"
+            f"{1 / math.sqrt(2 * (n_min - 1)):.0%}): the plan sizes on its {assurance:.0%} upper bound "
+            f"(sd plan), so a gate of that size reaches MDD <= margin with about {assurance:.0%} probability; "
+            "'on point sd' is the size that reaches it only about half the time"
         )
-    return PlanResult(rows, alpha, power, design, notes)
+    return PlanResult(rows, alpha, power, design, notes, assurance)

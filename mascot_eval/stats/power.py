@@ -15,6 +15,13 @@ Judge noise. When every unit was scored by several judge calls (J of them), the 
 splits into the part between contexts and the judges' part: ``sd(J)^2 = var_between + var_call / J``,
 with ``var_call`` the mean over contexts of the variance of the per-judge context differences
 (:func:`judge_split`). The plan then says how the needed contexts change with more judge calls.
+
+The pilot's sd is itself an estimate (from n_pilot contexts its relative standard error is about
+1/sqrt(2 (n_pilot - 1))): sized on the point estimate, a gate reaches MDD <= margin only about half the
+time. The plan therefore sizes on the one-sided upper confidence bound of sd at the chosen
+**assurance** (:func:`sd_upper`, chi-square on n_pilot - 1 degrees of freedom; Browne 1995): with
+assurance 0.8, a gate of the planned size has MDD <= margin with probability about 0.8 when the
+pilot's contexts are like the gate's.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.stats import chi2
 from scipy.stats import t as student_t
 
 from .noninferiority import min_contexts, t_crit
@@ -35,6 +43,14 @@ def mdd(sd: float, n: int, alpha: float, power: float) -> float:
     if n < 2 or not math.isfinite(sd):
         return math.inf
     return (t_crit(alpha, n) + float(student_t.ppf(power, n - 1))) * sd / math.sqrt(n)
+
+
+def sd_upper(sd: float, n: int, assurance: float) -> float:
+    """One-sided upper confidence bound at level ``assurance`` of a standard deviation estimated from
+    ``n`` independent units: sd x sqrt((n - 1) / chi2.ppf(1 - assurance, n - 1)). inf below two units."""
+    if n < 2 or not math.isfinite(sd):
+        return math.inf
+    return sd * math.sqrt((n - 1) / float(chi2.ppf(1.0 - assurance, n - 1)))
 
 
 def contexts_needed(sd: float, distance: float, alpha: float, power: float) -> int | None:
