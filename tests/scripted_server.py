@@ -1,8 +1,8 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 for exact request counts.
 
 ``ScriptedServer(respond)``: ``respond(model, messages, n)`` returns the reply text, or an int HTTP
-status to fail that request (``n`` counts requests from 1). Every request is recorded (model and
-messages). ``gate`` (a threading.Event, set by default) holds every request until it is set, so a
+status to fail that request (``n`` counts requests from 1). Every request is recorded (model,
+messages and the whole JSON body). ``gate`` (a threading.Event, set by default) holds every request until it is set, so a
 test can keep a run busy exactly as long as it needs, with no timing windows; ``seen`` is set once
 the first request has arrived.
 """
@@ -46,6 +46,7 @@ class ScriptedServer:
                         "messages": body.get("messages"),
                         "n": n,
                         "key": request_key(body.get("model"), body.get("messages")),
+                        "body": body,
                     }
                     server.requests.append(rec)
                 server.seen.set()

@@ -420,3 +420,38 @@ def test_report_html_shows_the_decision_counts_and_marks_every_fallback(tmp_path
     assert len(dirs) == len(ts["mascot"].agent_turns)
     assert [src for _, src in dirs].count("fallback") == st["sources"]["fallback"]
     assert all((mark == " fallback") == (src == "fallback") for mark, src in dirs)  # exactly the fallbacks are marked
+
+
+def test_openai_director_sends_response_format_json_schema_and_is_constrained(tmp_path, tmp_cache, monkeypatch):
+    """The Director on an `openai/` model, against a scripted OpenAI server on 127.0.0.1: its requests
+    carry response_format json_schema with the speakers still allowed as an enum (ending not allowed
+    before anyone spoke), speakers' and the user's requests carry none, and the directives are
+    'constrained'."""
+    from tests.scripted_server import ScriptedServer
+
+    srv: ScriptedServer
+
+    def respond(model, messages, n):
+        rf = srv.requests[n - 1]["body"].get("response_format")
+        if rf is None:
+            return "A plain reply."
+        allowed = rf["json_schema"]["schema"]["properties"]["speaker"]["enum"]
+        pick = "none" if "none" in allowed else allowed[-1]
+        return json.dumps({"speaker": pick, "action": "ask what felt hardest", "tone": "warm"})
+
+    srv = ScriptedServer(respond)
+    try:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-scripted-000000")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{srv.port}/v1")
+        _, ts, _ = run(tmp_path, ["mascot"], "openai/gpt-scripted", rounds=1)
+    finally:
+        srv.close()
+    t = ts["mascot"]
+    assert t.stats["director"]["mode"] == "schema"
+    with_rf = [r["body"]["response_format"] for r in srv.requests if "response_format" in r["body"]]
+    assert with_rf and all(rf["type"] == "json_schema" and rf["json_schema"]["name"] == "answer" for rf in with_rf)
+    assert with_rf[0]["json_schema"]["schema"]["properties"]["speaker"]["enum"] == AGENTS
+    assert "none" in with_rf[1]["json_schema"]["schema"]["properties"]["speaker"]["enum"]
+    assert len(with_rf) == t.stats["director"]["decisions"]
+    assert [x.speaker for x in t.agent_turns] == ["Beacon"]
+    assert all(x.directive["source"] == "constrained" for x in t.agent_turns)

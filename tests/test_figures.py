@@ -59,10 +59,22 @@ def test_ablation_table_beside_the_papers(tmp_path, capsys):
     assert code == 0
     doc = Doc((rd.path / "report.html").read_text(encoding="utf-8"))
     abl = doc.table("figures", "paper.MASCOT", cls="paper")
-    assert list(abl.columns[:8]) == ["level", "criterion", "mascot", "mascot-p", "mascot-c", "paper.MASCOT", "paper.MASCOT-P", "paper.MASCOT-C"]
+    assert list(abl.columns[:8]) == [
+        "level",
+        "criterion",
+        "mascot",
+        "mascot-p",
+        "mascot-c",
+        "paper.MASCOT",
+        "paper.MASCOT-P",
+        "paper.MASCOT-C",
+    ]
     hrow = abl[(abl["level"] == "agent") & (abl["criterion"] == "overall")].iloc[0]
     mrow = row  # the ablation_table row above
-    assert hrow["mascot"] == f"{mrow['mascot.mean']:.1f} ± {mrow['mascot.std']:.1f} [{mrow['mascot.lo']:.1f}, {mrow['mascot.hi']:.1f}] n=10"
+    assert (
+        hrow["mascot"]
+        == f"{mrow['mascot.mean']:.1f} ± {mrow['mascot.std']:.1f} [{mrow['mascot.lo']:.1f}, {mrow['mascot.hi']:.1f}] n=10"
+    )
     assert (hrow["paper.MASCOT"], hrow["paper.MASCOT-P"], hrow["paper.MASCOT-C"]) == ("73.7", "69.6", "72.8")
 
 

@@ -212,6 +212,12 @@ def test_inprocess_vllm_backend(vllm_python, model_dir, lora_dir, tmp_path):
     assert bad.get("backend_error") and "maximum context length" in bad["error"]
     assert good.get("text") and good["completion_tokens"] == 4
 
+    # Structured outputs: the schema'd answer is JSON naming one of the enumerated speakers.
+    sch = r["schema"]
+    assert sch["supports"] is True
+    assert json.loads(sch["constrained"]["text"])["speaker"] in ("Anchor", "Catalyst", "Beacon"), sch
+    assert sch["free"]["text"].strip()
+
     ledger = r["ledger"]
     assert ledger["again"]["cached"] == 4 and ledger["again"]["prompt_tokens"] == 0
     assert ledger["base"]["prompt_tokens"] == sum(o["prompt_tokens"] for o in r["base"][1:])

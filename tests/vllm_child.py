@@ -94,6 +94,21 @@ async def main(model_dir: str, lora_dir: str, cache_dir: str) -> dict:
         else dump(r)
         for r in results
     ]
+    # Structured outputs: a JSON schema with an enum constrains the answer (what the Director's schema
+    # mode sends), beside a request without one in the same batch.
+    schema = {
+        "type": "object",
+        "properties": {"speaker": {"type": "string", "enum": ["Anchor", "Catalyst", "Beacon"]}},
+        "required": ["speaker"],
+        "additionalProperties": False,
+    }
+    constrained, free = await asyncio.gather(
+        fresh.chat(
+            msgs("Who speaks next, the Anchor, the Catalyst or the Beacon?"), GenerationParams(max_tokens=40, json_schema=schema)
+        ),
+        fresh.chat(msgs("Who speaks next, the Anchor, the Catalyst or the Beacon?"), GenerationParams(max_tokens=40)),
+    )
+    out["schema"] = {"constrained": dump(constrained), "free": dump(free), "supports": fresh.backend.supports_json_schema}
     out["batches"] = base.backend.engine().batches
     out["ledger"] = LEDGER.snapshot()["by_tag"]
     return out

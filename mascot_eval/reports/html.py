@@ -449,7 +449,9 @@ class ReportData:
         for split, rows in (f.get("ablation") or {}).items():
             df = pd.DataFrame(rows)
             # in the table's own order (the systems' order, as the markdown leaderboard prints them)
-            ours = list(dict.fromkeys(c.rsplit(".", 1)[0] for c in df.columns if c.endswith(".mean") and not c.startswith("paper.")))
+            ours = list(
+                dict.fromkeys(c.rsplit(".", 1)[0] for c in df.columns if c.endswith(".mean") and not c.startswith("paper."))
+            )
             shown = [
                 {
                     "level": r["level"],
