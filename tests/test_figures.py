@@ -187,6 +187,21 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     text = md2.read_text()
     assert "### Model-size sensitivity (ours)" in text and "fakeprobs/d1" in text
     assert "| director | choices |" in text and "| director | text |" in text
+    # and in the HTML report over the sweep's runs: our sensitivity table beside the paper's Section 5.8
+    from tests.test_report import Doc
+
+    html = tmp_path / "sweep.html"
+    code, _ = _cli(["report", *[r["run_dir"] for r in sweep["runs"]], "--out", str(html), "--n-boot", "200"], capsys)
+    assert code == 0
+    doc = Doc(html.read_text(encoding="utf-8"))
+    ours = doc.table("figures", "director_model", cls="sensitivity")
+    assert sorted(ours["director_model"]) == ["fake/d2", "fakeprobs/d1"] and set(ours["speaker_model"]) == {"fake/s1"}
+    paper = doc.table("figures", "factor", cls="paper")
+    assert {"director", "speaker"} == set(paper["factor"]) and {"0.6B", "1.7B", "8B"} <= set(paper["size"])
+    d06 = paper[(paper["factor"] == "director") & (paper["size"] == "0.6B")].iloc[0].tolist()
+    assert "51.7" in d06 and "63.9" in d06  # the digitised values the markdown prints too
+    dec = doc.table("decisions", "decision")
+    assert sorted(dec[dec["decision"] == "director"]["mode"]) == ["choices", "text"]
     # rerunning the sweep resumes: nothing new is generated
     n_calls = len(fakes.CALLS.get("s1", []))
     code, res = _cli(
