@@ -38,11 +38,16 @@ def test_false_failure_rate_of_identical_runs_is_at_most_nominal(record_property
     at_margin = _gates(200, 60, 2.0, Q, seed=11)
     at_zero = _gates(200, 60, 0.0, Q, seed=12)
     rate2, rate0 = at_margin.count(FAIL) / 200, at_zero.count(FAIL) / 200
-    record_property("false_failure_rate", {"margin_2": rate2, "margin_0": rate0})
-    print(f"false-failure rate over 200 identical-distribution gates: margin 2: {rate2:.3f}, margin 0: {rate0:.3f}")
+    # the 200-gate figure carries a simulation SE of 0.015 at the nominal level; 2000 gates pin it down
+    rate0_big = _gates(2000, 60, 0.0, Q, seed=13).count(FAIL) / 2000
+    record_property("false_failure_rate", {"margin_2": rate2, "margin_0": rate0, "margin_0_2000_gates": rate0_big})
+    print(
+        f"false-failure rate over 200 identical-distribution gates: margin 2: {rate2:.3f}, margin 0: {rate0:.3f}; "
+        f"margin 0 over 2000 gates: {rate0_big:.3f}"
+    )
     assert rate2 == 0.0
     assert rate0 <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / 200)  # nominal level plus two simulation SEs
-    assert rate0 <= 0.06
+    assert rate0_big <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / 2000)
 
 
 def test_bound_is_the_paired_t_bound_and_handles_clusters_and_constant_differences():
