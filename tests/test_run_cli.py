@@ -299,3 +299,14 @@ def test_atomically_written_files_get_the_usual_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~mask
+
+
+def test_run_help_states_the_exit_codes_the_docs_table_gives(capsys):
+    """`run --help` and docs/errors.md name the same exit codes (0 complete, 1 failures, 2 bad input)."""
+    code, out, _ = _cli(["run", "--help"], capsys)
+    assert code == 0
+    block = out.split("Exit codes:")[1].split("Options:")[0]
+    assert [ln.split()[0] for ln in block.splitlines() if ln.strip()[:1].isdigit()] == ["0", "1", "2"]
+    assert "complete_with_failures" in block and "another process holds the run directory" in block
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text(encoding="utf-8")
+    assert "| 1 | complete_with_failures" in docs

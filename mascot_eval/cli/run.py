@@ -131,6 +131,13 @@ def run(
       mascot-eval run
       mascot-eval run --task in-domain --system mascot,zero-shot,multiagentesc --judges gpt,claude
       mascot-eval run --system mascot --checkpoint checkpoints/tiny --out results/runs/candidate
+
+    \b
+    Exit codes:
+      0  complete: every call was answered
+      1  complete_with_failures (a call failed for good; one line per step names the counts and
+         first causes; a rerun retries only those), or failed (no dialogue finished)
+      2  bad input, nothing written; or another process holds the run directory
     """
     from ..checks import check_run_inputs, check_rundir_compatible
     from ..errors import UserError
