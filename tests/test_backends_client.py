@@ -282,3 +282,32 @@ def test_bad_messages_are_rejected(fake_model, tmp_path):
         asyncio.run(client.chat([]))
     with pytest.raises(ValueError, match="bad message"):
         asyncio.run(client.chat([{"role": "robot", "content": "x"}], GenerationParams()))
+
+
+def test_a_cancel_that_meets_a_finishing_call_is_not_swallowed(fake_model, tmp_path):
+    """Ctrl-C / SIGTERM cancel the running calls; one whose answer lands in the same instant must still
+    end cancelled (Python 3.11's wait_for returned the answer and dropped the cancel, so a stopped run
+    went on with that dialogue and could hang)."""
+    caller: list[asyncio.Task] = []
+
+    def answer_while_cancelled(req):
+        caller[0].cancel()  # the interrupt arrives while this call is completing
+        return "an answer"
+
+    spec = fake_model("cancel-race", answer_while_cancelled)
+    client = ModelClient(spec, ClientSettings(cache_dir=str(tmp_path), **FAST))
+
+    async def dialogue() -> str:
+        caller.append(asyncio.current_task())
+        await client.chat(_msgs(1))
+        await asyncio.sleep(0)  # the dialogue's next step: the cancel must be delivered by now
+        return "went on after the cancel"
+
+    async def main() -> str:
+        task = asyncio.create_task(dialogue())
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    assert asyncio.run(main()) == "cancelled"

@@ -6,25 +6,16 @@ import json
 
 import pandas as pd
 
-from mascot_eval.cli.main import main
 from mascot_eval.runs.rundir import RunDir
 from mascot_eval.runs.summary import summarize_data
 from mascot_eval.runs.tables import load_runs
 from mascot_eval.stats.figures import ablation_table, mbti_heatmap, paper_sensitivity, sensitivity_table
 from mascot_eval.taskspec import MBTI_TYPES
 from tests import fakes
+from tests.cli_helpers import run_cli
 from tests.judge_helpers import criteria_in, scores_json
 from tests.runfactory import build_run, judgment_rows, noisy_scores
 from tests.test_decisions import emo_context, prefer, run, text_responder
-
-
-def _cli(argv, capsys):
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 0
-    return code, capsys.readouterr()
 
 
 def test_ablation_table_beside_the_papers(tmp_path, capsys):
@@ -45,7 +36,7 @@ def test_ablation_table_beside_the_papers(tmp_path, capsys):
     g = df[(df["level"] == "group") & (df["criterion"] == "relevance")].iloc[0]
     assert g["paper.MASCOT-C"] == 47.9  # the paper's "coherence"
     md = tmp_path / "lb.md"
-    code, _ = _cli(["leaderboard", str(rd.path), "--markdown", str(md), "--n-boot", "200"], capsys)
+    code, _, _ = run_cli(["leaderboard", str(rd.path), "--markdown", str(md), "--n-boot", "200"], capsys)
     assert code == 0
     text = md.read_text()
     assert "### Ablations, in_domain, beside the paper" in text
@@ -55,7 +46,7 @@ def test_ablation_table_beside_the_papers(tmp_path, capsys):
     # the HTML report: the same table in the figures section, the systems in the same order as the markdown
     from tests.test_report import Doc
 
-    code, _ = _cli(["report", str(rd.path), "--n-boot", "200"], capsys)
+    code, _, _ = run_cli(["report", str(rd.path), "--n-boot", "200"], capsys)
     assert code == 0
     doc = Doc((rd.path / "report.html").read_text(encoding="utf-8"))
     abl = doc.table("figures", "paper.MASCOT", cls="paper")
@@ -107,7 +98,7 @@ def test_mbti_heatmap_over_16_profiles(tmp_path, fake_model, tmp_cache, capsys):
     cons = mbti_heatmap(data, "mascot", "agent.consistency", n_boot=200)
     assert len(cons) == 17 * 4
     md = tmp_path / "lb.md"
-    code, _ = _cli(["leaderboard", str(rd.path), "--markdown", str(md), "--n-boot", "200"], capsys)
+    code, _, _ = run_cli(["leaderboard", str(rd.path), "--markdown", str(md), "--n-boot", "200"], capsys)
     assert code == 0
     text = md.read_text()
     assert "### mascot: Overall (agent.overall) by user MBTI profile x agent" in text
@@ -118,7 +109,7 @@ def test_mbti_heatmap_over_16_profiles(tmp_path, fake_model, tmp_cache, capsys):
     # the HTML report: one heatmap table per measure, profiles x agents with n per cell
     from tests.test_report import Doc
 
-    code, _ = _cli(["report", str(rd.path), "--n-boot", "200"], capsys)
+    code, _, _ = run_cli(["report", str(rd.path), "--n-boot", "200"], capsys)
     assert code == 0
     doc = Doc((rd.path / "report.html").read_text(encoding="utf-8"))
     heat = [t for t in doc.tables if t["section"] == "figures" and t["cls"] == "heatmap"]
@@ -136,7 +127,7 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     fakes.script_probs("d1", prefer(["Beacon"]))  # a Director that scores choices
     fake_model("d2", text_responder(director=lambda req: "no idea"))  # text only, always falls back
     out = tmp_path / "sweep"
-    code, res = _cli(
+    code, _, err = run_cli(
         [
             "sweep",
             "--vary",
@@ -160,7 +151,7 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
         ],
         capsys,
     )
-    assert code == 0, res.err
+    assert code == 0, err
     sweep = json.loads((out / "sweep.json").read_text())
     assert [r["combination"] for r in sweep["runs"]] == [
         {"director-model": "fakeprobs/d1", "speaker-model": "fake/s1"},
@@ -182,7 +173,9 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     assert by["mascot"].stats["director"]["fallbacks"] == by["mascot"].stats["director"]["decisions"] > 0
     # the same table from the leaderboard over the sweep's runs, with the decision statistics
     md2 = tmp_path / "lb.md"
-    code, _ = _cli(["leaderboard", *[r["run_dir"] for r in sweep["runs"]], "--markdown", str(md2), "--n-boot", "200"], capsys)
+    code, _, _ = run_cli(
+        ["leaderboard", *[r["run_dir"] for r in sweep["runs"]], "--markdown", str(md2), "--n-boot", "200"], capsys
+    )
     assert code == 0
     text = md2.read_text()
     assert "### Model-size sensitivity (ours)" in text and "fakeprobs/d1" in text
@@ -191,7 +184,7 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     from tests.test_report import Doc
 
     html = tmp_path / "sweep.html"
-    code, _ = _cli(["report", *[r["run_dir"] for r in sweep["runs"]], "--out", str(html), "--n-boot", "200"], capsys)
+    code, _, _ = run_cli(["report", *[r["run_dir"] for r in sweep["runs"]], "--out", str(html), "--n-boot", "200"], capsys)
     assert code == 0
     doc = Doc(html.read_text(encoding="utf-8"))
     ours = doc.table("figures", "director_model", cls="sensitivity")
@@ -204,7 +197,7 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
     assert sorted(dec[dec["decision"] == "director"]["mode"]) == ["choices", "text"]
     # rerunning the sweep resumes: nothing new is generated
     n_calls = len(fakes.CALLS.get("s1", []))
-    code, res = _cli(
+    code, _, err = run_cli(
         [
             "sweep",
             "--vary",
@@ -229,7 +222,7 @@ def test_sweep_over_two_director_models_writes_the_sensitivity_table(tmp_path, f
         capsys,
     )
     assert code == 0 and len(fakes.CALLS.get("s1", [])) == n_calls
-    assert "0 new, 2 reused" in res.err
+    assert "0 new, 2 reused" in err
 
 
 def test_sensitivity_table_needs_director_runs_and_paper_values():
@@ -239,10 +232,12 @@ def test_sensitivity_table_needs_director_runs_and_paper_values():
 
 
 def test_sweep_rejects_a_bad_vary(tmp_path, capsys):
-    code, res = _cli(["sweep", "--vary", "directr-model=a,b", "--out", str(tmp_path / "s")], capsys)
-    assert code == 2 and "unknown key 'directr-model'" in res.err and "director-model" in res.err
-    code, res = _cli(["sweep", "--vary", "director-model=fake/a", "--system", "zero-shot", "--out", str(tmp_path / "s")], capsys)
-    assert code == 2 and "has no Director" in res.err
+    code, _, err = run_cli(["sweep", "--vary", "directr-model=a,b", "--out", str(tmp_path / "s")], capsys)
+    assert code == 2 and "unknown key 'directr-model'" in err and "director-model" in err
+    code, _, err = run_cli(
+        ["sweep", "--vary", "director-model=fake/a", "--system", "zero-shot", "--out", str(tmp_path / "s")], capsys
+    )
+    assert code == 2 and "has no Director" in err
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").glob("*/manifest.json"))
 
 

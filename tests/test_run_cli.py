@@ -212,7 +212,9 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
 
     Mid-run by construction, not by timing: once the first dialogue is on disk, every model call
     blocks (awaiting an event nobody sets) and the run writes a 'blocked' file; only then is the
-    signal sent. The rerun goes without the gate."""
+    signal sent. The run's last call (counted on an ungated reference run) waits for a dialogue on
+    disk first, so a transcript writer that lags behind on a busy machine cannot let the run finish
+    unblocked. The rerun goes without the gate."""
     import os
     import signal
     import subprocess
@@ -227,11 +229,18 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
         "from tests import fakes\n"
         "from mascot_eval.backends.base import BACKENDS\n"
         "GATE = os.environ.get('GATE_DIR')\n"
+        "LAST = int(os.environ.get('GATE_LAST_CALL', '0'))\n"
+        "CALLS = []\n"
         "class Gate(fakes.FakeBackend):\n"
         "    kind = 'gate'\n"
         "    async def generate(self, request):\n"
+        "        CALLS.append(1)\n"
         "        done = Path(sys.argv[sys.argv.index('--out') + 1]) / 'transcripts.jsonl'\n"
-        "        if GATE and done.exists() and done.read_text().strip():\n"
+        "        on_disk = lambda: done.exists() and done.read_text().strip()\n"
+        "        if GATE and len(CALLS) >= LAST:  # the run's last call: not before a dialogue is on disk\n"
+        "            while not on_disk():\n"
+        "                await asyncio.sleep(0.02)\n"
+        "        if GATE and on_disk():\n"
         "            (Path(GATE) / 'blocked').write_text('')\n"
         "            await asyncio.Event().wait()  # until SIGTERM cancels the run\n"
         "        return await super().generate(request)\n"
@@ -266,7 +275,20 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
         "--out",
         str(out),
     ]
-    p = subprocess.Popen(args, env={**env, "GATE_DIR": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ref_out = tmp_path / "ref"
+    ref_args = [*args[:-1], str(ref_out)]
+    ref = subprocess.run(
+        ref_args,
+        env={**env, "MASCOT_RESPONSE_CACHE_DIR": str(tmp_path / "ref-cache")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ref.returncode == 0, ref.stderr
+    last_call = RunDir(ref_out).read_manifest()["usage"]["generate"]["total"]["calls"]
+    assert last_call > 4
+    gated_env = {**env, "GATE_DIR": str(tmp_path), "GATE_LAST_CALL": str(last_call)}
+    p = subprocess.Popen(args, env=gated_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while not (tmp_path / "blocked").exists():  # a file the run writes, not a deadline
             if p.poll() is not None:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 
+from tests.cli_helpers import run_cli
 from tests.test_backends_http import _serve
 
 PERSONAS = ("anchor", "catalyst", "beacon")
@@ -76,8 +77,7 @@ def test_checkpoint_at_url_maps_roles_to_served_adapter_names(tmp_path):
     )
 
 
-def test_run_with_checkpoint_through_a_server(tmp_path, tmp_cache):
-    from mascot_eval.cli.main import main
+def test_run_with_checkpoint_through_a_server(tmp_path, tmp_cache, capsys):
     from mascot_eval.runs.rundir import RunDir
 
     seen: list[dict] = []
@@ -85,27 +85,26 @@ def test_run_with_checkpoint_through_a_server(tmp_path, tmp_cache):
     url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
     try:
         d = _checkpoint(tmp_path)
-        try:
-            main(
-                [
-                    "generate",
-                    "--task",
-                    "demo",
-                    "--system",
-                    "mascot",
-                    "--checkpoint",
-                    f"{d}@{url}",
-                    "--limit",
-                    "1",
-                    "--user-model",
-                    f"openai-compatible/base@{url}",
-                    "--out",
-                    str(tmp_path / "run"),
-                    "--no-progress",
-                ]
-            )
-        except SystemExit as exc:
-            assert (exc.code or 0) == 0
+        code, _, err = run_cli(
+            [
+                "generate",
+                "--task",
+                "demo",
+                "--system",
+                "mascot",
+                "--checkpoint",
+                f"{d}@{url}",
+                "--limit",
+                "1",
+                "--user-model",
+                f"openai-compatible/base@{url}",
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ],
+            capsys,
+        )
+        assert code == 0, err
     finally:
         srv.shutdown()
     [t] = RunDir(tmp_path / "run").transcripts()
@@ -141,13 +140,8 @@ def test_trainer_registers_adapters_at_runtime(tmp_path):
 
 
 def test_train_serve_prints_the_vllm_command(tmp_path, capsys):
-    from mascot_eval.cli.main import main
-
     d = _checkpoint(tmp_path)
-    try:
-        main(["train", "serve", str(d), "--port", "8123"])
-    except SystemExit as exc:
-        assert (exc.code or 0) == 0
-    out = capsys.readouterr().out
+    code, out, err = run_cli(["train", "serve", str(d), "--port", "8123"], capsys)
+    assert code == 0, err
     assert out.startswith("vllm serve Qwen/Qwen3-0.6B --port 8123 --enable-lora --max-lora-rank 16")
     assert f"anchor={(d / 'adapters' / 'anchor').resolve()}" in out and "enable_thinking" in out

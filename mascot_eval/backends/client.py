@@ -166,7 +166,11 @@ class ModelClient:
                 t0 = time.perf_counter()
                 self.calls += 1
                 try:
-                    resp = await asyncio.wait_for(self.backend.generate(req), timeout=s.timeout_s)
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the answer of a call that
+                    # completes as the caller is cancelled and swallows the cancel (Ctrl-C, SIGTERM), so a
+                    # stopped run could go on and hang; the timeout context re-raises the cancel
+                    async with asyncio.timeout(s.timeout_s):
+                        resp = await self.backend.generate(req)
                     err = None
                 except TimeoutError:
                     err = BackendError(f"timed out after {s.timeout_s:g} s", retryable=True)
