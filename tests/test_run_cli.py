@@ -207,7 +207,8 @@ def test_run_steps_can_be_skipped(tmp_path, fake_model, tmp_cache, capsys, flag)
     assert (out / "summary.json").exists() and (out / "report.html").exists()
 
 
-def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
+@pytest.mark.parametrize("sigint", ["default", "ignored"])  # ignored: inherited by `cmd &`, as on CI runners
+def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path, sigint):
     """A real process killed with SIGTERM mid-run: exit 143, manifest 'stopped', rerun completes.
 
     Mid-run by construction, not by timing: once the first dialogue is on disk, every model call
@@ -288,7 +289,8 @@ def test_sigterm_stops_the_run_cleanly_and_a_rerun_resumes(tmp_path):
     last_call = RunDir(ref_out).read_manifest()["usage"]["generate"]["total"]["calls"]
     assert last_call > 4
     gated_env = {**env, "GATE_DIR": str(tmp_path), "GATE_LAST_CALL": str(last_call)}
-    p = subprocess.Popen(args, env=gated_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
+    p = subprocess.Popen(args, env=gated_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
     try:
         while not (tmp_path / "blocked").exists():  # a file the run writes, not a deadline
             if p.poll() is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from types import FrameType
 
 import click
 
@@ -70,14 +71,21 @@ def cli() -> None:
 _TERMINATED = False
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C (asyncio cancels the running work cleanly),
     so finished work is recorded as stopped; the exit code is then 143."""
     import signal
 
     global _TERMINATED
     _TERMINATED = True
-    signal.raise_signal(signal.SIGINT)
+    # the SIGINT handler in place (asyncio's, which cancels the running work, or Python's default),
+    # called directly: a process started in the background (`cmd &`, CI runners) inherits SIGINT
+    # ignored, and a re-raised SIGINT would then be dropped and the run never stop
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
