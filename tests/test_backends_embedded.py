@@ -173,8 +173,8 @@ def test_choice_rows_sharing_a_prefix_score_like_whole_rows(monkeypatch):
         return got
 
     seen = []
-    real = local.LocalEngine._choice_logits_shared
-    monkeypatch.setattr(local.LocalEngine, "_choice_logits_shared", lambda self, *a: seen.append(a[2]) or real(self, *a))
+    real = local.shared_prefix_groups
+    monkeypatch.setattr(local, "shared_prefix_groups", lambda *a: seen.append(real(*a)) or seen[-1])
     shared, whole = batch(True), batch(False)
     (groups,) = seen
     members = [sorted(m) for _, m in groups]

@@ -91,6 +91,7 @@ class Backend(ABC):
 
     kind: str = "base"
     supports_choices: bool = False  # can answer choice-scoring requests (GenerationParams.choices)
+    default_connections: int = 8  # calls in flight when the settings name none (--max-connections)
     supports_json_schema: bool = False  # constrains generation to GenerationParams.json_schema
 
     def __init__(self, spec: str, model: str, endpoint: str | None = None) -> None:

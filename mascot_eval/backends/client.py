@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ClientSettings:
-    max_connections: int = 8
+    max_connections: int | None = None  # None: the backend's default_connections (API 8, local models 64)
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     max_retries: int = 6
@@ -45,7 +45,7 @@ class ClientSettings:
     backoff_max_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_connections < 1:
+        if self.max_connections is not None and self.max_connections < 1:
             raise UserError(f"--max-connections must be at least 1, got {self.max_connections}")
         for name in ("requests_per_minute", "tokens_per_minute", "cost_limit"):
             v = getattr(self, name)
@@ -75,11 +75,17 @@ def make_backend(spec: str) -> Backend:
     return BACKENDS.get(check_spec(spec))(spec)
 
 
+def connections(settings: ClientSettings | None, backend: Backend) -> int:
+    """Calls in flight for one model: ``--max-connections`` when given, else the backend's default."""
+    given = settings.max_connections if settings else None
+    return given if given is not None else backend.default_connections
+
+
 class _LoopState:
     """asyncio primitives belong to one event loop; a client used from several loops gets one set each."""
 
-    def __init__(self, settings: ClientSettings) -> None:
-        self.sem = asyncio.Semaphore(settings.max_connections)
+    def __init__(self, settings: ClientSettings, backend: Backend) -> None:
+        self.sem = asyncio.Semaphore(connections(settings, backend))
         self.rpm = TokenBucket(settings.requests_per_minute) if settings.requests_per_minute else None
         self.tpm = TokenBucket(settings.tokens_per_minute) if settings.tokens_per_minute else None
         self.inflight: dict[str, asyncio.Future[ChatResponse]] = {}
@@ -101,7 +107,7 @@ class ModelClient:
         loop = asyncio.get_running_loop()
         st = self._states.get(loop)
         if st is None:
-            st = self._states[loop] = _LoopState(self.settings)
+            st = self._states[loop] = _LoopState(self.settings, self.backend)
         return st
 
     def key(self, messages: list[dict[str, str]], params: GenerationParams) -> str:

@@ -36,6 +36,23 @@ log = logging.getLogger(__name__)
 
 BATCH_WINDOW_S = 0.02  # how long the worker waits for more requests after the first one arrives
 MAX_BATCH = 32
+SETTLE_S = 0.05  # generation is held until no decision has arrived for this long ...
+MAX_HOLD_S = 30.0  # ... or a held generation call has waited this long, or MAX_BATCH of them wait
+
+
+def hold_generation(held: list[Any], decided: bool, now: float) -> bool:
+    """Whether the worker keeps holding the generation jobs ``held`` (decisions first).
+
+    A decision (choice scoring: a Director's speaker, action or tone, a judge's digits) is one forward
+    pass; a reply is a generate call whose cost hardly grows with its rows. Dialogues alternate the two,
+    so while decisions are queued the worker runs them and holds the replies that arrive meanwhile:
+    the dialogues still deciding then join those replies in one generate call instead of each paying a
+    generate call of its own. The hold ends once a poll of the queue (``SETTLE_S``) brings no decision
+    (``decided`` false), when the oldest held job has waited ``MAX_HOLD_S`` or when ``MAX_BATCH`` jobs are
+    held. Decoding is per row, so holding changes when a reply is computed, never its text."""
+    if not held or not decided:
+        return False
+    return len(held) < MAX_BATCH and now - min(j.submitted for j in held) < MAX_HOLD_S
 
 
 @dataclass
@@ -109,35 +126,47 @@ class LocalEngine:
                 self._thread.start()
 
     def _worker(self) -> None:
+        held: list[_Job] = []  # generation jobs waiting for the queued decisions to finish (hold_generation)
         while True:
-            jobs = next_batch(self._queue, BATCH_WINDOW_S, MAX_BATCH)
-            if not jobs:
+            jobs = next_batch(self._queue, BATCH_WINDOW_S, MAX_BATCH, first_s=SETTLE_S if held else None)
+            if not jobs and not held:  # every caller of this batch gave up
                 continue
             try:
                 self.load()
             except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
-                for j in jobs:
+                for j in jobs + held:
                     j.future.set_exception(exc)
+                held = []
                 continue
-            groups: dict[Any, list[_Job]] = {}
-            for j in jobs:
-                groups.setdefault(_group_key(j), []).append(j)
-            for group in groups.values():
-                try:
-                    run = self._run_choices if group[0].request.params.choices else self._run_batch
-                    results = run(group)
-                except BaseException as exc:  # noqa: BLE001
-                    log.exception("batch failed")
-                    err = (
-                        exc
-                        if isinstance(exc, (UserError, BackendError))
-                        else BackendError(f"local generation failed: {type(exc).__name__}: {exc}", retryable=False)
-                    )
-                    for j in group:
-                        j.future.set_exception(err)
-                    continue
-                for j, r in zip(group, results):
-                    j.future.set_result(r)
+            decisions = [j for j in jobs if j.request.params.choices]
+            held += [j for j in jobs if not j.request.params.choices]
+            self._run_groups(decisions)
+            if hold_generation(held, bool(decisions), time.perf_counter()):
+                continue
+            batch, held = held, []
+            self._run_groups(batch)
+
+    def _run_groups(self, jobs: list[_Job]) -> None:
+        """Run jobs grouped by adapter and kind (choice scoring or generation), answering each caller."""
+        groups: dict[Any, list[_Job]] = {}
+        for j in jobs:
+            groups.setdefault(_group_key(j), []).append(j)
+        for group in groups.values():
+            try:
+                run = self._run_choices if group[0].request.params.choices else self._run_batch
+                results = run(group)
+            except BaseException as exc:  # noqa: BLE001
+                log.exception("batch failed")
+                err = (
+                    exc
+                    if isinstance(exc, (UserError, BackendError))
+                    else BackendError(f"local generation failed: {type(exc).__name__}: {exc}", retryable=False)
+                )
+                for j in group:
+                    j.future.set_exception(err)
+                continue
+            for j, r in zip(group, results):
+                j.future.set_result(r)
 
     def _use_adapter(self, adapter: tuple[str, Path] | None) -> Any:
         """Activate the adapter (loading it once); returns a context manager for the generate call."""
@@ -234,7 +263,8 @@ class LocalEngine:
         at the end of the prompt) are scored with the prefix computed once: one right-padded forward pass
         over each group's shared prefix, its key/value cache repeated for the group's rows, then one
         right-padded pass over every row's own suffix (positions continue from its prefix; the prefix's
-        padding is masked out). The probabilities equal one pass over the whole rows up to float rounding
+        padding is masked out). Rows that share nothing worth it (:func:`shared_prefix_groups`) are scored in
+        one pass over their whole rows. The probabilities equal one pass over the whole rows up to float rounding
         (``tests/test_backends_embedded.py``); ``benchmarks/bench_choices.py`` measures the gain."""
         import torch
 
@@ -249,11 +279,22 @@ class LocalEngine:
             marks.append(at)
             choice_ids.append([_single_token(tok, c, self.label) for c in j.request.params.choices])
         groups = shared_prefix_groups(rows, marks) if PREFIX_SHARING else []
+        shared = [g for g in groups if len(g[1]) > 1]
+        alone = [r for n, members in groups if len(members) == 1 for r in members] if shared else list(range(len(rows)))
+        picked: list[list[Any]] = [[] for _ in rows]
         with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
-            if groups and len(groups) < len(rows) and min(n for n, _ in groups) >= 1:  # some rows share a prefix
-                picked = self._choice_logits_shared(rows, marks, groups)
-            else:
-                picked = self._choice_logits_whole(rows, marks)
+            if shared:  # groups of rows that share a prefix: the prefix computed once per group
+                sub = [r for _, members in shared for r in members]
+                pos = {r: k for k, r in enumerate(sub)}
+                got = self._choice_logits_shared(
+                    [rows[r] for r in sub], [marks[r] for r in sub], [(n, [pos[r] for r in members]) for n, members in shared]
+                )
+                for r in sub:
+                    picked[r] = got[pos[r]]
+            if alone:  # rows that share nothing worth it: one pass over the whole rows, without padding to a prefix
+                got = self._choice_logits_whole([rows[r] for r in alone], [marks[r] for r in alone])
+                for k, r in enumerate(alone):
+                    picked[r] = got[k]
         self.batches.append(len(jobs))
         elapsed = time.perf_counter() - t0
         results = []
@@ -367,24 +408,41 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def shared_prefix_groups(rows: list[list[int]], marks: list[list[int]]) -> list[tuple[int, list[int]]]:
-    """Rows grouped by a shared token prefix: [(prefix length, row indices)]. Neighbours in sorted order
-    join a group when they share at least half of the shorter row (and MIN_SHARED_TOKENS): the rotations
-    and calibration rows of one decision do, different dialogues (which share only the system message)
-    do not. A prefix never reaches a row's first mark (the logits read there come from the suffix pass);
-    a row alone keeps its prompt up to its first mark as its prefix."""
+    """Rows grouped by a shared token prefix: [(prefix length, row indices)], every row in one group.
+
+    The grouping saves the most tokens: over the rows in sorted order (a group that shares a prefix is a
+    run of neighbours there), a dynamic programme picks the runs that maximise the sum of
+    ``(members - 1) * prefix length``, the tokens not computed again. A run's prefix is the shortest
+    common prefix of its neighbours, never reaching a member's first mark (the logits read there come
+    from the suffix pass), and at least MIN_SHARED_TOKENS; otherwise its rows stay alone. So the
+    rotations of one decision share their prompt, a dialogue's agent and group judge prompts share the
+    material, and a row that shares only the system message with its neighbour does not cut their long
+    prefix short. A row alone keeps its prompt up to its first mark as its prefix."""
     ordered = sorted(range(len(rows)), key=lambda r: rows[r])
+    n = len(ordered)
+    caps = [min(marks[r]) for r in ordered]
+    lcp = [_common_prefix(rows[ordered[i]], rows[ordered[i + 1]]) for i in range(n - 1)]
+    best = [0] * (n + 1)  # best[j]: tokens saved by the best grouping of the first j sorted rows
+    start = [0] * (n + 1)  # where the last run of that grouping starts
+    prefix = [0] * (n + 1)  # and its prefix length (0: a row alone)
+    for j in range(1, n + 1):
+        best[j], start[j], prefix[j] = best[j - 1], j - 1, 0  # row j-1 alone
+        shared = caps[j - 1]
+        for i in range(j - 2, -1, -1):  # the run ordered[i:j]
+            shared = min(shared, lcp[i], caps[i])
+            if shared < MIN_SHARED_TOKENS:
+                break
+            gain = best[i] + (j - 1 - i) * shared
+            if gain > best[j]:
+                best[j], start[j], prefix[j] = gain, i, shared
     groups: list[tuple[int, list[int]]] = []
-    for r in ordered:
-        cap = min(marks[r])
-        if groups:
-            n, members = groups[-1]
-            prev = members[-1]
-            lcp = _common_prefix(rows[prev], rows[r])
-            if lcp >= max(MIN_SHARED_TOKENS, min(len(rows[prev]), len(rows[r])) // 2):
-                groups[-1] = (min(n, lcp, cap), [*members, r])
-                continue
-        groups.append((cap, [r]))
-    return groups
+    j = n
+    while j > 0:
+        i = start[j]
+        members = ordered[i:j]
+        groups.append((prefix[j] if len(members) > 1 else caps[j - 1], members))
+        j = i
+    return groups[::-1]
 
 
 def local_device() -> tuple[str, Any]:
@@ -557,6 +615,9 @@ def get_engine(key: str, label: str, model_ref: str, resolve: Any = None) -> Loc
 
 class _LocalBackend(Backend):
     supports_choices = True
+    # calls in flight when --max-connections is not given: one worker batches them, so more calls in
+    # flight means larger batches (rows of several dialogues in one forward pass), not more threads
+    default_connections = 64
 
     def __init__(self, spec: str, model: str) -> None:
         p = parse_spec(spec, allow_lora=True)

@@ -46,9 +46,9 @@ def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--max-connections",
             type=click.IntRange(min=1),
-            default=8,
-            show_default=True,
-            help="Concurrent calls per model (the embedded model batches this many together).",
+            default=None,
+            help="Concurrent calls per model [default: 8 for API models, 64 for local models, whose calls one "
+            "worker batches together].",
         ),
         click.option("--rpm", type=click.FloatRange(min=0, min_open=True), default=None, help="Requests per minute per model."),
         click.option(
@@ -93,7 +93,7 @@ def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def settings_from_options(**kw: Any) -> ClientSettings:
     """Build :class:`ClientSettings` from a command's keyword arguments (unrelated keys are ignored)."""
     return ClientSettings(
-        max_connections=kw.get("max_connections") or 8,
+        max_connections=kw.get("max_connections"),
         requests_per_minute=kw.get("rpm"),
         tokens_per_minute=kw.get("tpm"),
         max_retries=kw["max_retries"] if kw.get("max_retries") is not None else 6,

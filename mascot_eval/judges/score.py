@@ -260,11 +260,19 @@ class Judge:
         return asked
 
     # prompts
+    @staticmethod
+    def material_nonce(t: Transcript, m: Material) -> list[str]:
+        """The nonce parts of a dialogue's agent and group prompts: one per dialogue and material, so that
+        those prompts open with the same text (the material's data blocks carry the nonce) and a local
+        judge computes that opening once (shared-prefix choice scoring). The nonce still changes with the
+        material, so a transcript cannot guess its delimiters."""
+        return [t.dialogue_id, "material", m.parts["dialogue"]]
+
     def agent_prompt(self, t: Transcript, agent: str, card: PersonaCard | None, material: Material | None = None) -> str:
         m = material or self.material(t)
         return self.render(
             self.spec.templates.agent,
-            [t.dialogue_id, "agent", agent, m.parts["dialogue"]],
+            self.material_nonce(t, m),
             agent=agent,
             agents=t.agents,
             card=prompts.card_text(card) if card else None,
@@ -280,7 +288,7 @@ class Judge:
         m = material or self.material(t)
         return self.render(
             self.spec.templates.group,
-            [t.dialogue_id, "group", m.parts["dialogue"]],
+            self.material_nonce(t, m),
             agents=t.agents,
             cards="\n\n".join(prompts.card_text(c) for c in cards.values()) if cards else None,
             situation=m.parts["situation"],

@@ -208,6 +208,14 @@ async def agenerate(
         return await _execute(rundir, plan, settings=settings, progress=progress, concurrency=concurrency, t0=t0)
 
 
+def _connections(settings: ClientSettings | None, spec: str) -> int:
+    """Calls in flight for the system's model: ``--max-connections`` when given, else its backend's default
+    (a local model batches many calls into one forward pass, an API takes 8)."""
+    from ..backends.client import connections, get_client
+
+    return connections(settings, get_client(spec, settings).backend)
+
+
 async def _execute(
     rundir: RunDir, plan: GeneratePlan, *, settings: ClientSettings | None, progress: bool, concurrency: int | None, t0: float
 ) -> GenerateResult:
@@ -235,7 +243,7 @@ async def _execute(
     # Dialogues admitted at once: twice the connections, so that while one dialogue is between calls
     # (parsing an answer, rendering its next prompt, writing its transcript) another one's call is
     # already waiting for the free connection; the client's semaphore still caps calls in flight.
-    connections = settings.max_connections if settings else 8
+    connections = _connections(settings, plan.model)
     sem = asyncio.Semaphore(concurrency or 2 * connections)
     bar = _Progress(len(jobs), reused, tally) if progress else None
     loop = asyncio.get_running_loop()
