@@ -200,3 +200,84 @@ def test_choice_rows_sharing_a_prefix_score_like_whole_rows(monkeypatch):
 
 async def _gather(client, reqs):
     return await asyncio.gather(*(client.chat(m, p) for m, p in reqs))
+
+
+def _director_rows(history: str, ask: str, opts: list[str]) -> list[tuple[list[dict[str, str]], GenerationParams]]:
+    """The rotations of one Director decision: the dialogue so far, then the question and its options."""
+    out = []
+    for r in range(len(opts)):
+        listing = "\n".join(f"{i + 1}. {opts[(i + r) % len(opts)]}" for i in range(len(opts)))
+        msgs = [
+            {"role": "system", "content": "You are the Director of a group of companions helping one person."},
+            {"role": "user", "content": f"Conversation:\n{history}\n{ask}\n{listing}\nAnswer with the number only."},
+        ]
+        out.append((msgs, GenerationParams(max_tokens=1, choices=tuple(str(i + 1) for i in range(len(opts))))))
+    return out
+
+
+def test_prefix_cache_continues_a_dialogue_across_decisions(monkeypatch):
+    """The speaker, action and tone decisions of one directive, and the next directive (one more turn), each
+    continue from the cached prefix of the one before; a cold dialogue in the same batch runs in its own
+    chunk. The probabilities equal those without the cache (and without prefix sharing at all)."""
+    from mascot_eval.backends import local
+
+    client = ModelClient("embedded", ClientSettings(use_cache=False, max_connections=32))
+    engine = client.backend.engine()
+    h1 = "User: I failed my driving test twice and I feel stupid. Everyone else passed at once.\n" * 3
+    h2 = h1 + "Anchor: That sounds painful; failing twice does not make you stupid.\n"
+    other = "User: My manager ignored my proposal again today, in front of the whole team.\n" * 3
+    steps = [
+        _director_rows(h1, "Who should speak next?", ["Anchor", "Catalyst", "Beacon"]),
+        _director_rows(h1, "Anchor speaks next. What should Anchor do?", ["validate", "ask", "encourage", "plan"]),
+        _director_rows(h2, "Who should speak next?", ["Catalyst", "Beacon"])
+        + _director_rows(other, "Who should speak next?", ["Anchor", "Catalyst", "Beacon"]),
+    ]
+
+    def run_steps(limit_mb: float, sharing: bool = True):
+        monkeypatch.setattr(local, "PREFIX_SHARING", sharing)
+        engine.prefix_kv = local.PrefixKV(limit_mb)
+        got, chunks = [], []
+        real = local._chunks
+        monkeypatch.setattr(local, "_chunks", lambda plan: chunks.append(real(plan)) or chunks[-1])
+        for reqs in steps:
+            with queued_together(engine, len(reqs), monkeypatch):
+                got.append(asyncio.run(_gather(client, reqs)))
+        return got, engine.prefix_kv, chunks
+
+    cached, kv, chunks = run_steps(256)
+    assert kv.hits >= 2 and kv.tokens_reused > 2 * 60  # step 2 continued step 1's prefix, step 3 the dialogue's
+    *_, last = chunks
+    assert len(last) == 2  # the cold dialogue (its whole prompt) and the continued one (a turn) apart
+    assert {len(g.members) for g in last[0]} == {3} and last[1][0].cached > 60  # cold one first: more new tokens
+    keys = [k for _, k in kv.entries]  # an extended prefix replaces the one it extends
+    assert len(keys) == 4 and not any(a != b and b[: len(a)] == a for a in keys for b in keys)
+    plain, kv0, _ = run_steps(0)
+    assert kv0.hits == 0 and not kv0.entries
+    whole, _, _ = run_steps(0, sharing=False)
+    for a_step, b_step, c_step in zip(cached, plain, whole):
+        for a, b, c in zip(a_step, b_step, c_step):
+            assert list(a.choice_probs[0]) == list(b.choice_probs[0]) == list(c.choice_probs[0])
+            assert list(a.choice_probs[0].values()) == pytest.approx(list(c.choice_probs[0].values()), abs=1e-4)
+            assert list(b.choice_probs[0].values()) == pytest.approx(list(c.choice_probs[0].values()), abs=1e-4)
+
+
+def test_prefix_cache_is_bounded_by_its_memory_limit(monkeypatch):
+    import torch
+
+    from mascot_eval.backends import local
+    from mascot_eval.errors import UserError
+
+    kv = local.PrefixKV(limit_mb=1)
+    layer = (torch.zeros(1, 2, 1000, 32), torch.zeros(1, 2, 1000, 32))  # 512 KB per entry
+    kv.store(None, list(range(1000)), [layer])
+    kv.store(None, list(range(2000, 3000)), [layer])
+    kv.store(None, list(range(5000, 6000)), [layer])  # the first one is evicted
+    assert kv.bytes <= 2**20 and len(kv.entries) == 2
+    assert kv.lookup(None, list(range(500)) + [7]) == (0, None)
+    n, entry = kv.lookup(None, list(range(2000, 2100)) + [1])
+    assert n == 100 and entry is not None and kv.lookup("adapter", list(range(2000, 2100)))[1] is None
+    monkeypatch.setenv("MASCOT_PREFIX_CACHE_MB", "lots")
+    with pytest.raises(UserError, match="MASCOT_PREFIX_CACHE_MB"):
+        local.PrefixKV()
+    monkeypatch.setenv("MASCOT_PREFIX_CACHE_MB", "0")
+    assert not local.PrefixKV().enabled

@@ -23,6 +23,8 @@ import os
 import queue
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,7 @@ class LocalEngine:
         self.tokenizer: Any = None
         self._adapters: set[str] = set()
         self.batches: list[int] = []  # sizes of the batches run, for tests and benchmarks
+        self.prefix_kv = PrefixKV()  # choice-scoring prefixes kept across batches
 
     # -- public -----------------------------------------------------------------------------
     def submit(self, request: ChatRequest, adapter: tuple[str, Path] | None) -> concurrent.futures.Future[ChatResponse]:
@@ -279,15 +282,21 @@ class LocalEngine:
             marks.append(at)
             choice_ids.append([_single_token(tok, c, self.label) for c in j.request.params.choices])
         groups = shared_prefix_groups(rows, marks) if PREFIX_SHARING else []
-        shared = [g for g in groups if len(g[1]) > 1]
-        alone = [r for n, members in groups if len(members) == 1 for r in members] if shared else list(range(len(rows)))
+        adapter = jobs[0].adapter[0] if jobs[0].adapter else None
+        # groups share their prefix; a row alone does too when it continues a cached prefix, and is otherwise
+        # computed whole (padded to its own batch's width, not to the groups' prefix and suffix widths)
+        shared = [g for g in groups if len(g[1]) > 1 or self.prefix_kv.continues(adapter, rows[g[1][0]][: g[0]])]
+        alone = [r for g in groups if g not in shared for r in g[1]] if shared else list(range(len(rows)))
         picked: list[list[Any]] = [[] for _ in rows]
         with torch.inference_mode(), self._use_adapter(jobs[0].adapter):
             if shared:  # groups of rows that share a prefix: the prefix computed once per group
                 sub = [r for _, members in shared for r in members]
                 pos = {r: k for k, r in enumerate(sub)}
                 got = self._choice_logits_shared(
-                    [rows[r] for r in sub], [marks[r] for r in sub], [(n, [pos[r] for r in members]) for n, members in shared]
+                    [rows[r] for r in sub],
+                    [marks[r] for r in sub],
+                    [(n, [pos[r] for r in members]) for n, members in shared],
+                    adapter,
                 )
                 for r in sub:
                     picked[r] = got[pos[r]]
@@ -331,24 +340,60 @@ class LocalEngine:
         return [[logits[r, where[m]] for m in at] for r, at in enumerate(marks)]
 
     def _choice_logits_shared(
-        self, rows: list[list[int]], marks: list[list[int]], groups: list[tuple[int, list[int]]]
+        self, rows: list[list[int]], marks: list[list[int]], groups: list[tuple[int, list[int]]], adapter: str | None = None
     ) -> list[list[Any]]:
-        """The logits at each row's marks, each group's shared prefix computed once (see _run_choices)."""
+        """The logits at each row's marks, each group's shared prefix computed once (see _run_choices).
+
+        With the prefix cache on, a group's prefix continues from the longest cached prefix it extends
+        (the speaker, action and tone decisions of one directive share the dialogue so far; the next
+        directive adds a turn to it), and the groups are run in chunks of similar new-token counts, so
+        that a group computed from scratch does not pad those that continue a cached prefix."""
+        plan: list[_GroupPlan] = []
+        for n, members in groups:
+            c, entry = self.prefix_kv.lookup(adapter, rows[members[0]][:n]) if self.prefix_kv.enabled else (0, None)
+            c = min(c, n - 1)  # at least one new token per group (its last prefix token is computed again)
+            plan.append(_GroupPlan(n, members, c if entry is not None else 0, entry))
+        picked: list[list[Any]] = [[] for _ in rows]
+        for chunk in _chunks(plan):
+            self._shared_chunk(rows, marks, chunk, picked, adapter)
+        return picked
+
+    def _shared_chunk(
+        self, rows: list[list[int]], marks: list[list[int]], chunk: list[_GroupPlan], picked: list[list[Any]], adapter: str | None
+    ) -> None:
         import torch
 
         pad = self.tokenizer.pad_token_id
         dev = self.model.device
-        plen = [n for n, _ in groups]
-        pw = max(plen)
-        prefix_ids = torch.tensor([rows[members[0]][:n] + [pad] * (pw - n) for n, members in groups], device=dev)
-        prefix_mask = torch.tensor([[1] * n + [0] * (pw - n) for n in plen], device=dev)
-        out = self.model(input_ids=prefix_ids, attention_mask=prefix_mask, use_cache=True, logits_to_keep=1)
         kw = _cache_keyword(self.model)
+        cw = max(g.cached for g in chunk)
+        ext = [rows[g.members[0]][g.cached : g.n] for g in chunk]
+        ew = max(len(x) for x in ext)
+        past_mask = torch.tensor([[1] * g.cached + [0] * (cw - g.cached) for g in chunk], device=dev, dtype=torch.long)
+        ext_mask = torch.tensor([[1] * len(x) + [0] * (ew - len(x)) for x in ext], device=dev, dtype=torch.long)
+        prefix_mask = torch.cat([past_mask, ext_mask], dim=1)
+        extra: dict[str, Any] = {}
+        if cw > 0:  # the cached prefixes, right-padded to one width (the padding is masked out)
+            extra[kw] = _padded_cache([(g.entry, g.cached) for g in chunk], cw)
+        out = self.model(
+            input_ids=torch.tensor([x + [pad] * (ew - len(x)) for x in ext], device=dev),
+            attention_mask=prefix_mask,
+            position_ids=torch.tensor([[g.cached + i for i in range(ew)] for g in chunk], device=dev),
+            use_cache=True,
+            logits_to_keep=1,
+            **extra,
+        )
         cache = getattr(out, kw)
-        order = [r for _, members in groups for r in members]  # suffix batch row -> original row
-        of_group = [g for g, (_, members) in enumerate(groups) for _ in members]
+        if self.prefix_kv.enabled and not all(type(layer).__name__ == "DynamicLayer" for layer in cache.layers):
+            self.prefix_kv.limit = 0  # sliding-window layers keep only recent positions: nothing to reuse
+        if self.prefix_kv.enabled:
+            for b, (g, x) in enumerate(zip(chunk, ext)):
+                keep = torch.tensor([*range(g.cached), *range(cw, cw + len(x))], device=dev)
+                self.prefix_kv.store(adapter, rows[g.members[0]][: g.n], _row_layers(cache, b, keep))
+        order = [r for g in chunk for r in g.members]  # suffix batch row -> original row
+        of_group = [b for b, g in enumerate(chunk) for _ in g.members]
         cache.reorder_cache(torch.tensor(of_group, device=dev))  # each group's prefix, once per member
-        start = [plen[g] for g in of_group]
+        start = [chunk[b].n for b in of_group]
         suffixes = [rows[r][s:] for r, s in zip(order, start)]
         sw = max(len(x) for x in suffixes)
         suffix_ids = torch.tensor([x + [pad] * (sw - len(x)) for x in suffixes], device=dev)
@@ -356,19 +401,143 @@ class LocalEngine:
             [prefix_mask[of_group], torch.tensor([[1] * len(x) + [0] * (sw - len(x)) for x in suffixes], device=dev)], dim=1
         )
         positions = torch.tensor([[s + i for i in range(sw)] for s in start], device=dev)
-        keep = sorted({m - s for r, s in zip(order, start) for m in marks[r]})  # suffix positions read
-        where = {m: i for i, m in enumerate(keep)}
+        keep_at = sorted({m - s for r, s in zip(order, start) for m in marks[r]})  # suffix positions read
+        where = {m: i for i, m in enumerate(keep_at)}
         logits = self.model(
             input_ids=suffix_ids,
             attention_mask=mask,
             position_ids=positions,
-            logits_to_keep=torch.tensor(keep, device=dev),
+            logits_to_keep=torch.tensor(keep_at, device=dev),
             **{kw: cache},
         ).logits
-        picked: list[list[Any]] = [[] for _ in rows]
         for b, (r, s) in enumerate(zip(order, start)):
             picked[r] = [logits[b, where[m - s]] for m in marks[r]]
-        return picked
+
+
+@dataclass
+class _GroupPlan:
+    n: int  # prefix length
+    members: list[int]  # rows sharing it
+    cached: int  # leading prefix tokens taken from the prefix cache
+    entry: Any  # the cached entry (per layer (keys, values) of one row), or None
+
+
+CHUNK_PADDING = 0.5  # a group joins a chunk while its new tokens are at least this share of the chunk's longest
+
+
+def _chunks(plan: list[_GroupPlan]) -> list[list[_GroupPlan]]:
+    """Groups split into forward passes of similar new-token counts (longest first): a row pads to its
+    chunk's longest, so a group continuing a cached prefix (a few new tokens) never pads to one computed
+    from scratch (its whole prompt), and no chunk computes more than 1/CHUNK_PADDING times its tokens."""
+    chunks: list[list[_GroupPlan]] = []
+    for g in sorted(plan, key=lambda g: -(g.n - g.cached)):
+        if chunks and g.n - g.cached >= CHUNK_PADDING * (chunks[-1][0].n - chunks[-1][0].cached):
+            chunks[-1].append(g)
+        else:
+            chunks.append([g])
+    return chunks
+
+
+def _row_layers(cache: Any, row: int, keep: Any) -> list[tuple[Any, Any]]:
+    """One row's (keys, values) per layer at the positions ``keep`` (its real tokens, padding dropped)."""
+    return [(layer.keys[row : row + 1, :, keep].clone(), layer.values[row : row + 1, :, keep].clone()) for layer in cache.layers]
+
+
+def _padded_cache(entries: list[tuple[Any, int]], width: int) -> Any:
+    """A key/value cache of one row per entry: the entry's first ``n`` positions, right-padded with zeros
+    to ``width`` (the attention mask hides the padding)."""
+    import torch
+    from transformers import DynamicCache
+
+    layers = []
+    for i in range(len(next(e for e, _ in entries if e is not None))):
+        ks, vs = [], []
+        for entry, n in entries:
+            ref_k, ref_v = next(e for e, _ in entries if e is not None)[i]
+            k = torch.zeros((1, ref_k.shape[1], width, ref_k.shape[3]), dtype=ref_k.dtype, device=ref_k.device)
+            v = torch.zeros((1, ref_v.shape[1], width, ref_v.shape[3]), dtype=ref_v.dtype, device=ref_v.device)
+            if entry is not None and n > 0:
+                k[:, :, :n] = entry[i][0][:, :, :n]
+                v[:, :, :n] = entry[i][1][:, :, :n]
+            ks.append(k)
+            vs.append(v)
+        layers.append((torch.cat(ks), torch.cat(vs)))
+    return DynamicCache(ddp_cache_data=layers)
+
+
+class PrefixKV:
+    """Key/value caches of recent choice-scoring prefixes, by adapter and token prefix, least recently used
+    evicted past ``MASCOT_PREFIX_CACHE_MB`` (default 1024; 0 turns the cache off).
+
+    A decision's prompt opens with the dialogue so far; the next decision of the same directive, and the
+    next directive of the dialogue, open with the same tokens, so their prefix continues from the cached
+    one instead of being computed again. An entry that a new one extends is dropped (the new one serves
+    every lookup the old one did). Probabilities equal a pass over the whole rows up to float rounding."""
+
+    def __init__(self, limit_mb: float | None = None) -> None:
+        if limit_mb is None:
+            raw = os.environ.get("MASCOT_PREFIX_CACHE_MB", "1024")
+            try:
+                limit_mb = float(raw)
+            except ValueError:
+                raise UserError(f"MASCOT_PREFIX_CACHE_MB={raw!r}: give a number of megabytes (0 turns the cache off)") from None
+            if limit_mb < 0:
+                raise UserError(f"MASCOT_PREFIX_CACHE_MB={raw!r}: give a number of megabytes (0 turns the cache off)")
+        self.limit = int(limit_mb * 2**20)
+        self.entries: OrderedDict[tuple[str | None, tuple[int, ...]], list[tuple[Any, Any]]] = OrderedDict()
+        self.bytes = 0
+        self.hits = 0  # lookups served (tests, benchmarks)
+        self.tokens_reused = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit > 0
+
+    def continues(self, adapter: str | None, tokens: list[int]) -> bool:
+        """Whether a cached prefix serves ``tokens`` (a lookup would hit); changes nothing."""
+        return self.enabled and self._longest(adapter, tokens)[0] >= MIN_SHARED_TOKENS
+
+    def lookup(self, adapter: str | None, tokens: list[int]) -> tuple[int, Any]:
+        """The longest cached prefix of ``tokens`` (at least MIN_SHARED_TOKENS long): (its length, entry)."""
+        best, found = self._longest(adapter, tokens)
+        if found is None or best < MIN_SHARED_TOKENS:
+            return 0, None
+        self.entries.move_to_end(found)
+        self.hits += 1
+        self.tokens_reused += best
+        return best, self.entries[found]
+
+    def _longest(self, adapter: str | None, tokens: list[int]) -> tuple[int, Any]:
+        best, found = 0, None
+        for key in self.entries:
+            if key[0] != adapter:
+                continue
+            n = _common_prefix(key[1], tokens)
+            if n > best:
+                best, found = n, key
+        return best, found
+
+    def store(self, adapter: str | None, tokens: list[int], layers: list[tuple[Any, Any]]) -> None:
+        key = (adapter, tuple(tokens))
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        if size > self.limit:
+            return
+        for old in [
+            k for k in self.entries if k[0] == adapter and len(k[1]) <= len(tokens) and tokens[: len(k[1])] == list(k[1])
+        ]:
+            self._drop(old)  # extended (or the same): the new entry serves its lookups
+        self.entries[key] = layers
+        self.bytes += size
+        while self.bytes > self.limit:
+            self._drop(next(iter(self.entries)))
+
+    def _drop(self, key: tuple[str | None, tuple[int, ...]]) -> None:
+        layers = self.entries.pop(key)
+        self.bytes -= sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.bytes = 0
 
 
 def choice_row(tok: Any, request: ChatRequest) -> tuple[list[int], list[int]]:
@@ -399,7 +568,7 @@ PREFIX_SHARING = os.environ.get("MASCOT_CHOICE_PREFIX_SHARING", "1") != "0"  # 0
 MIN_SHARED_TOKENS = 16
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
