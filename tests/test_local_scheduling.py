@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -79,9 +78,7 @@ def test_replies_wait_while_decisions_are_queued_and_then_share_one_generate_cal
 
 def test_generation_alone_is_not_held(monkeypatch):
     rec = _Recorder(monkeypatch)
-    t0 = time.perf_counter()
     assert rec.reply("G1").result(10).text == "G1"
-    assert time.perf_counter() - t0 < local.MAX_HOLD_S / 2
     assert rec.runs == [("generate", ["G1"])]
 
 
@@ -97,33 +94,6 @@ def test_hold_generation_ends_when_decisions_stop_and_never_past_its_limits():
     assert not local.hold_generation(_held(2, local.MAX_HOLD_S + 0.1, now), True, now)  # waited long enough
     assert not local.hold_generation(_held(local.MAX_BATCH, 0.1, now), True, now)  # a full batch waits
     assert local.hold_generation(_held(local.MAX_BATCH - 1, local.MAX_HOLD_S - 0.1, now), True, now)
-
-
-def test_a_steady_stream_of_decisions_holds_a_reply_at_most_max_hold(monkeypatch):
-    monkeypatch.setattr(local, "MAX_HOLD_S", 0.3)
-    rec = _Recorder(monkeypatch)
-    rec.decide("D0", gated=False)
-    g = rec.reply("G")
-    stop = threading.Event()
-
-    def feed():  # a decision every 10 ms, so a poll never comes back empty
-        i = 0
-        while not stop.is_set():
-            rec.decide(f"D{i + 1}", gated=False)
-            i += 1
-            time.sleep(0.01)
-
-    th = threading.Thread(target=feed, daemon=True)
-    t0 = time.perf_counter()
-    th.start()
-    try:
-        assert g.result(10).text == "G"
-        waited = time.perf_counter() - t0
-    finally:
-        stop.set()
-        th.join()
-    assert 0.2 < waited < 5
-    assert any(kind == "decide" for kind, _ in rec.runs[1:])  # decisions ran while G was held
 
 
 def test_prefix_groups_keep_a_long_shared_prefix_whole():

@@ -449,11 +449,12 @@ def _padded_cache(entries: list[tuple[Any, int]], width: int) -> Any:
     import torch
     from transformers import DynamicCache
 
+    ref = next(e for e, _ in entries if e is not None)  # shapes, dtype and device of every layer
     layers = []
-    for i in range(len(next(e for e, _ in entries if e is not None))):
+    for i in range(len(ref)):
         ks, vs = [], []
+        ref_k, ref_v = ref[i]
         for entry, n in entries:
-            ref_k, ref_v = next(e for e, _ in entries if e is not None)[i]
             k = torch.zeros((1, ref_k.shape[1], width, ref_k.shape[3]), dtype=ref_k.dtype, device=ref_k.device)
             v = torch.zeros((1, ref_v.shape[1], width, ref_v.shape[3]), dtype=ref_v.dtype, device=ref_v.device)
             if entry is not None and n > 0:
