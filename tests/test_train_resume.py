@@ -128,3 +128,25 @@ def test_judge_warning_when_training_judge_is_an_evaluation_judge(tmp_path, fake
     del data["evaluation_judges"]  # default: the data tasks' judging.judges (demo: local)
     data["judge"] = "local"
     assert "(local)" in load_config(write_config(tmp_path, data)).judge_warning()
+
+
+def test_a_step_whose_stale_artifact_was_deleted_runs_again(tmp_path):
+    """The refusal says 'delete ARTIFACT'; once it is deleted the step is simply not done (it reruns), not
+    refused again for the record of its earlier inputs."""
+    from mascot_eval.errors import UserError
+    from mascot_eval.train.workdir import TrainDir
+
+    td = TrainDir(tmp_path / "ck")
+    td.root.mkdir(parents=True)
+    art = td.root / "reward_model" / "rm_config.json"
+    art.parent.mkdir()
+    art.write_text("{}")
+    td.mark_done("reward_model", "old-inputs")
+    assert td.step_done("reward_model", "old-inputs", art)
+    with pytest.raises(UserError, match=f"delete {art}"):
+        td.step_done("reward_model", "new-inputs", art)
+    art.unlink()
+    assert td.step_done("reward_model", "new-inputs", art) is False
+    td.mark_done("reward_model", "new-inputs")
+    art.write_text("{}")
+    assert td.step_done("reward_model", "new-inputs", art)

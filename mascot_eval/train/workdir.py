@@ -144,10 +144,11 @@ class TrainDir:
     def step_done(self, name: str, inputs_hash: str, artifact: Path) -> bool:
         """True when ``name`` finished for these inputs and its artifact is present.
 
-        Raises when the step finished for *other* inputs (the artifact would be stale).
+        Raises when the step finished for *other* inputs and its artifact is still there (it would be stale);
+        once that artifact is deleted, as the refusal says, the step is simply not done.
         """
         rec = self.load().get("steps", {}).get(name)
-        if rec is None:
+        if rec is None or not artifact.exists():
             return False
         if rec.get("inputs") != inputs_hash:
             raise UserError(
