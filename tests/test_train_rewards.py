@@ -102,3 +102,44 @@ def test_stage2_reads_the_expected_digit_like_stage1():
     assert group_term(rows, ["fidelity", "relevance"], "generate") == pytest.approx((3 - 1) / 4)
     rows[0]["status"] = "unscored"
     assert group_term(rows, ["fidelity", "relevance"], "logprob") == pytest.approx((3.4 - 1) / 4)
+
+
+class _OffsetScorer:
+    """A reward model with a large constant per prompt (what Bradley-Terry leaves free) plus the reply's length."""
+
+    def score(self, messages, replies):
+        return [100.0 * len(m[0]["content"]) + len(r.split()) for m, r in zip(messages, replies)]
+
+
+def test_stage1_reward_is_centred_on_pi_sft_candidates_at_the_same_state():
+    from types import SimpleNamespace
+
+    from mascot_eval.errors import UserError
+    from mascot_eval.train.config import Stage1Reward
+    from mascot_eval.train.stage1 import StateBaseline, persona_reward_fn
+
+    prompts = {"s1": [{"role": "user", "content": "a"}], "s2": [{"role": "user", "content": "bbbbbbbb"}]}
+    cands = [
+        {"state": s, "messages": prompts[s], "text": t}
+        for s in prompts
+        for t in ("one two three.", "one two three four five.")  # 3 and 5 words: mean 4, within-state sd sqrt(2)
+    ]
+    scorer = _OffsetScorer()
+    base = StateBaseline.from_candidates(scorer, cands)
+    assert base.means == {"s1": 104.0, "s2": 804.0} and base.sd == pytest.approx(math.sqrt(2))
+    cfg = SimpleNamespace(stage1=SimpleNamespace(reward=Stage1Reward(rm_weight=1.0, format_weight=0.0)))
+    view = SimpleNamespace(clean=lambda text, card: text)
+    card = SimpleNamespace(name="Anchor")
+    reply = "one two three four five six."  # 6 words: 2 above pi_SFT's mean at either state
+    fn = persona_reward_fn(scorer, card, [], cfg, view, base)
+    got = fn([prompts["s1"], prompts["s2"]], [reply, reply], state=["s1", "s2"])
+    # the raw scores differ by 700 between the two prompts; centred, the same gain reads the same
+    assert got == pytest.approx([2 / math.sqrt(2)] * 2)
+    raw = persona_reward_fn(scorer, card, [], cfg, view)([prompts["s1"], prompts["s2"]], [reply, reply])
+    assert raw == [106.0, 806.0]
+    # pi_SFT's own candidates average 0 at every state
+    assert sum(
+        fn([c["messages"] for c in cands], [c["text"] for c in cands], state=[c["state"] for c in cands])
+    ) == pytest.approx(0)
+    with pytest.raises(UserError, match="no pi_SFT candidates"):
+        fn([prompts["s1"]], [reply], state=["elsewhere"])

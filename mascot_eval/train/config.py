@@ -92,6 +92,13 @@ class RewardModelSpec(_Strict):
 class Stage1Reward(_Strict):
     rm_weight: float = 1.0
     format_weight: float = 0.5
+    rm_baseline: Literal["sft_candidates", "none"] = Field(
+        "sft_candidates",
+        description="sft_candidates: the reward-model term is the reply's score minus the mean score of pi_SFT's "
+        "candidates at the same state, in units of their pooled within-state sd (a Bradley-Terry model is fixed only "
+        "up to a constant per prompt: the raw score's prompt offset leaves GRPO's group advantages unchanged but "
+        "swamps the logged reward); none: the raw score",
+    )
     max_words: int = Field(120, ge=1, description="replies longer than this lose the length part of the format reward")
 
 

@@ -164,14 +164,53 @@ def eligible_states(states: list[State], cards: list[PersonaCard], views: dict[s
     return out
 
 
-def persona_reward_fn(scorer, card: PersonaCard, others: list[str], cfg: TrainConfig, view: SystemView):
-    """trl reward function: rm_weight * RM(prompt, reply) + format_weight * format reward; logs both parts."""
+class StateBaseline:
+    """The reward model's view of pi_SFT at each state: the mean score of its candidates there and the pooled
+    within-state sd. A Bradley-Terry reward model is identified only up to a constant per prompt, and that
+    constant varies by several units between states: GRPO's group advantages ignore it, but the mean reward
+    logged per step would mostly say which states the step drew. Centred on this baseline, the logged reward is
+    the policy's gain over pi_SFT's own replies to the same prompts (0 = no better than pi_SFT)."""
+
+    def __init__(self, means: dict[str, float], sd: float) -> None:
+        self.means, self.sd = means, sd
+
+    @classmethod
+    def from_candidates(cls, scorer, candidates: list[dict[str, Any]]) -> StateBaseline:
+        import statistics
+        from collections import defaultdict
+
+        scores = scorer.score([list(c["messages"]) for c in candidates], [c["text"] for c in candidates])
+        by: dict[str, list[float]] = defaultdict(list)
+        for c, s in zip(candidates, scores):
+            by[c["state"]].append(s)
+        means = {k: statistics.fmean(v) for k, v in by.items()}
+        ss = sum((x - means[k]) ** 2 for k, v in by.items() for x in v)
+        dof = sum(len(v) - 1 for v in by.values())
+        sd = (ss / dof) ** 0.5 if dof > 0 and ss > 0 else 1.0
+        return cls(means, sd)
+
+    def center(self, states: list[str], raw: list[float]) -> list[float]:
+        missing = sorted({s for s in states if s not in self.means})
+        if missing:
+            raise UserError(f"stage1: GRPO state {missing[0]} has no pi_SFT candidates to centre its reward on")
+        return [(x - self.means[s]) / self.sd for s, x in zip(states, raw)]
+
+
+def persona_reward_fn(
+    scorer, card: PersonaCard, others: list[str], cfg: TrainConfig, view: SystemView, baseline: StateBaseline | None = None
+):
+    """trl reward function: rm_weight * RM term + format_weight * format reward; logs both parts. The RM term is
+    the raw score, or with ``baseline`` its gain over pi_SFT's candidates at the row's state (``state`` column)."""
     r = cfg.stage1.reward
 
-    def persona_reward(prompts, completions, log_metric=None, **kwargs):  # noqa: ARG001 - trl passes extras
+    def persona_reward(prompts, completions, log_metric=None, state=None, **kwargs):  # noqa: ARG001 - trl passes extras
         raws = [completion_text(c) for c in completions]
         replies = [view.clean(x, card) for x in raws]
         rms = scorer.score([list(p) for p in prompts], replies)
+        if baseline is not None:
+            if state is None:
+                raise ValueError("persona_reward: a centred reward needs the rows' 'state' column")
+            rms = baseline.center(list(state), rms)
         fmts = [format_reward(x, card.name, others, r.max_words) for x in raws]
         if log_metric is not None:
             log_metric("rm_score", sum(rms) / len(rms))
@@ -357,6 +396,10 @@ def run_stage1(
         mine = [st for st in states if st.speaker == card.name]
         view = views[mine[0].task.name]
         others = [c.name for c in view.cards if c.name != card.name]
+        baseline = None
+        if s1.reward.rm_baseline == "sft_candidates":
+            keys = {st.key for st in mine}
+            baseline = StateBaseline.from_candidates(scorer, [c for c in candidates if c["state"] in keys])
         rows = [{"prompt": views[st.task.name].speaker_messages(st, card, st.directive), "state": st.key} for st in mine]
         dest.parent.mkdir(parents=True, exist_ok=True)
         res = run_grpo(
@@ -366,7 +409,7 @@ def run_stage1(
             base_spec=cfg.base_model,
             tokenizer=tok,
             rows=rows,
-            reward_fn=persona_reward_fn(scorer, card, others, cfg, view),
+            reward_fn=persona_reward_fn(scorer, card, others, cfg, view, baseline),
             spec=s1.grpo,
             lora=s1.lora,
             out_dir=dest,
