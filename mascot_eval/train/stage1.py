@@ -169,7 +169,9 @@ class StateBaseline:
     within-state sd. A Bradley-Terry reward model is identified only up to a constant per prompt, and that
     constant varies by several units between states: GRPO's group advantages ignore it, but the mean reward
     logged per step would mostly say which states the step drew. Centred on this baseline, the logged reward is
-    the policy's gain over pi_SFT's own replies to the same prompts (0 = no better than pi_SFT)."""
+    the policy's gain over pi_SFT's own replies to the same prompts (0 = no better than pi_SFT). When the
+    candidates show no spread within any state (every score equal), the sd is 1: the term is the plain
+    difference, since there is no scale to divide by."""
 
     def __init__(self, means: dict[str, float], sd: float) -> None:
         self.means, self.sd = means, sd
